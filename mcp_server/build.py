@@ -1,0 +1,196 @@
+"""Reproducible wheel build of the engine's subdirectory, and the checks on the wheel's metadata.
+
+The wheel is built with SOURCE_DATE_EPOCH set to the commit time, so building the same commit
+again gives the same bytes (and the same sha256).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import subprocess
+import sys
+import zipfile
+from dataclasses import dataclass
+from email.parser import HeaderParser
+from pathlib import Path
+
+from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from mcp_server.errors import SetupError
+from mcp_server.profile import CONFUSABLE_DISTRIBUTIONS, CORE_IMPORT_NAME, EngineProfile
+from mcp_server.redact import redact_text
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+BUILD_TIMEOUT_S = 1800.0
+
+
+def uv_binary() -> str:
+    """The uv executable that ships with automl-setup (a dependency), never a random one."""
+    from uv import find_uv_bin
+
+    return find_uv_bin()
+
+
+def uv_version() -> str:
+    out = subprocess.run(
+        [uv_binary(), "--version"],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        check=True,
+        timeout=60,
+    )
+    return out.stdout.strip()
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def record_hash(data: bytes) -> str:
+    """The `sha256=<urlsafe-b64-nopad>` form used in RECORD files."""
+    raw = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
+    return "sha256=" + raw.decode("ascii")
+
+
+@dataclass(frozen=True)
+class BuiltWheel:
+    path: Path
+    sha256: str
+    backend: str
+
+
+@dataclass(frozen=True)
+class WheelMetadata:
+    name: str
+    version: str
+    requires_dist: tuple[str, ...]
+    dist_info: str  # e.g. automl_refengine-0.1.0.dist-info
+    record_text: str  # the wheel's RECORD, as bytes decoded UTF-8
+
+    @property
+    def record_digest(self) -> str:
+        return hashlib.sha256(self.record_text.encode("utf-8")).hexdigest()
+
+
+def build_backend(source_dir: Path) -> str:
+    pyproject = source_dir / "pyproject.toml"
+    if not pyproject.is_file():
+        return "setuptools.build_meta:__legacy__"
+    try:
+        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise SetupError(
+            "build", f"pyproject.toml of the engine does not parse: {exc}", "fix it upstream"
+        ) from None
+    return str(data.get("build-system", {}).get("build-backend", "setuptools.build_meta"))
+
+
+def build_wheel(
+    source_dir: Path, out_dir: Path, commit_time: int, python: str, log_path: Path
+) -> BuiltWheel:
+    """`uv build --wheel` with SOURCE_DATE_EPOCH; the build log goes to `log_path`."""
+    backend = build_backend(source_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, SOURCE_DATE_EPOCH=str(commit_time), PYTHONHASHSEED="0")
+    env.pop("VIRTUAL_ENV", None)
+    argv = [uv_binary(), "build", "--wheel", "--no-progress", "--python", python]
+    argv += ["--out-dir", str(out_dir), "--", str(source_dir)]
+    with log_path.open("wb") as log:
+        try:
+            proc = subprocess.run(
+                argv,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                cwd=source_dir,
+                timeout=BUILD_TIMEOUT_S,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            raise SetupError(
+                "build", f"the wheel build took longer than {BUILD_TIMEOUT_S:.0f} s"
+            ) from None
+    wheels = sorted(out_dir.glob("*.whl"))
+    if proc.returncode != 0 or len(wheels) != 1:
+        tail = _tail(log_path)
+        raise SetupError(
+            "build",
+            f"building the wheel failed (uv build exit {proc.returncode}, backend {backend})",
+            "the engine source at this commit does not build; pick another commit or branch",
+            details=tail,
+        )
+    return BuiltWheel(wheels[0], sha256_file(wheels[0]), backend)
+
+
+def _tail(log_path: Path, lines: int = 12) -> list[str]:
+    text = log_path.read_text(encoding="utf-8", errors="replace")
+    return [redact_text(line) for line in text.splitlines()[-lines:]]
+
+
+def read_wheel_metadata(wheel: Path) -> WheelMetadata:
+    step = "check"
+    try:
+        with zipfile.ZipFile(wheel) as zf:
+            names = zf.namelist()
+            dist_infos = {n.split("/", 1)[0] for n in names if ".dist-info/" in n}
+            if len(dist_infos) != 1:
+                raise SetupError(step, f"the wheel has {len(dist_infos)} .dist-info folders")
+            dist_info = dist_infos.pop()
+            metadata = zf.read(f"{dist_info}/METADATA").decode("utf-8")
+            record = zf.read(f"{dist_info}/RECORD").decode("utf-8")
+    except (zipfile.BadZipFile, KeyError, UnicodeDecodeError) as exc:
+        raise SetupError(step, f"the built wheel is unreadable: {exc}") from None
+    headers = HeaderParser().parsestr(metadata)
+    return WheelMetadata(
+        name=str(headers.get("Name", "")),
+        version=str(headers.get("Version", "")),
+        requires_dist=tuple(str(v) for v in headers.get_all("Requires-Dist") or ()),
+        dist_info=dist_info,
+        record_text=record,
+    )
+
+
+def check_wheel_metadata(meta: WheelMetadata, profile: EngineProfile) -> None:
+    """The wheel must be the profile's distribution, at a version inside the requirement."""
+    step = "check"
+    found = canonicalize_name(meta.name)
+    if found != profile.canonical_distribution:
+        cause = (
+            f"the source builds distribution {meta.name!r}, not {profile.distribution!r}; "
+            "nothing was installed"
+        )
+        if found in CONFUSABLE_DISTRIBUTIONS:
+            cause += (
+                f". {meta.name} (import {CONFUSABLE_DISTRIBUTIONS[found]}) is the separately "
+                f"published application, not the core (import {CORE_IMPORT_NAME})"
+            )
+        raise SetupError(
+            step,
+            cause,
+            "check --repository/--subdirectory point at the engine core, or set --distribution",
+        )
+    try:
+        version = Version(meta.version)
+    except InvalidVersion:
+        raise SetupError(step, f"the wheel's version {meta.version!r} is not valid") from None
+    if not SpecifierSet(profile.requirement).contains(version, prereleases=True):
+        raise SetupError(
+            step,
+            f"{meta.name} {version} does not satisfy the requirement {profile.requirement!r}; "
+            "nothing was installed",
+            "install a commit whose version matches, or change --requirement deliberately",
+        )

@@ -1,0 +1,359 @@
+"""`automl-setup`: the command-line face. Every command calls the same core function as the
+matching MCP tool and prints the same message; this module only parses and formats."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from mcp_server import __version__
+from mcp_server.errors import ExitCode, SetupError
+from mcp_server.profile import EngineProfile, load_profile
+from mcp_server.redact import redact_text
+
+Handler = Callable[[argparse.Namespace], "Outcome"]
+
+
+class Outcome:
+    """What a command produced: a model for --json, lines for people, an exit code."""
+
+    def __init__(self, payload: BaseModel | dict[str, Any], text: str, code: int = 0) -> None:
+        self.payload, self.text, self.code = payload, text, code
+
+
+def _profile(args: argparse.Namespace) -> EngineProfile:
+    return load_profile(
+        args.profile,
+        repository=args.repository,
+        subdirectory=args.subdirectory,
+        distribution=args.distribution,
+        requirement=args.requirement,
+    )
+
+
+def _progress_printer(enabled: bool) -> Callable[[str, str], None]:
+    from mcp_server.install import STEPS
+
+    def emit(step: str, message: str) -> None:
+        if not enabled:
+            return
+        where = f"{STEPS.index(step) + 1}/{len(STEPS)} " if step in STEPS else ""
+        print(f"[{where}{step}] {message}", file=sys.stderr, flush=True)
+
+    return emit
+
+
+# --------------------------------------------------------------------------------------------
+# Commands
+
+
+def cmd_resolve(args: argparse.Namespace) -> Outcome:
+    from mcp_server.gitsource import resolve_branch
+
+    profile = _profile(args)
+    res = resolve_branch(profile.repository, args.branch)
+    payload = {"repository": res.repository, "ref": res.ref, "commit": res.commit}
+    return Outcome(payload, f"{res.ref} -> {res.commit}\n  repository: {res.repository}")
+
+
+def cmd_install(args: argparse.Namespace) -> Outcome:
+    from mcp_server.install import InstallRequest, install_engine
+
+    branch = args.branch if args.branch is not None or args.commit is not None else "main"
+    request = InstallRequest(
+        profile=_profile(args),
+        python=args.python,
+        branch=branch,
+        commit=args.commit,
+        create_env=args.create_env,
+        extras=args.extra or [],
+    )
+    result = install_engine(request, _progress_printer(not args.json))
+    rec = result.record
+    verb = "installed" if result.status == "installed" else "already installed (unchanged)"
+    lines = [
+        f"{verb}: {rec.build.distribution} {rec.build.version} from {rec.source.repository}",
+        f"  ref:      {rec.source.requested_ref or '(by commit)'}",
+        f"  commit:   {rec.source.commit}",
+        f"  subtree:  {rec.source.subtree_id} ({rec.source.subdirectory})",
+        f"  wheel:    {rec.build.wheel_filename} sha256 {rec.build.wheel_sha256}",
+        f"  into:     {rec.install.environment}",
+        f"  identity: {rec.identity_digest}",
+        f"  verified: {result.verify.files_checked} files match RECORD",
+    ]
+    if result.previous_commit and result.previous_commit != rec.source.commit:
+        lines.append(f"  replaced: commit {result.previous_commit}")
+    if result.repaired:
+        lines.insert(0, f"repair: {result.repaired}")
+    return Outcome(result, "\n".join(lines))
+
+
+def cmd_verify(args: argparse.Namespace) -> Outcome:
+    from mcp_server.diagnose import diagnose
+    from mcp_server.install import verify
+
+    profile = _profile(args)
+    report = verify(args.python, profile)
+    lines = [f"{report.status}: {report.distribution} in {report.environment}"]
+    if report.commit:
+        lines.append(f"  commit: {report.commit} ({report.requested_ref or 'by commit'})")
+    if report.status == "verified":
+        lines.append(f"  {report.files_checked} files match RECORD; identity digest recomputes")
+    lines += [
+        f"  differs: {d.field}: recorded {d.recorded}, found {d.found}" for d in report.differences
+    ]
+    lines += [f"  note: {n}" for n in report.notes]
+    if report.exit_code == ExitCode.NOTHING_INSTALLED:
+        lines += ["", _format_diagnosis(diagnose(args.python, profile))]
+    return Outcome(report, "\n".join(lines), report.exit_code)
+
+
+def cmd_diagnose(args: argparse.Namespace) -> Outcome:
+    from mcp_server.diagnose import diagnose
+
+    result = diagnose(args.python, _profile(args))
+    return Outcome(result, _format_diagnosis(result), 0 if result.healthy else 1)
+
+
+def _format_diagnosis(d: Any) -> str:
+    lines = [f"environment: {d.environment}", f"engine status: {d.record_status}"]
+    lines += [f"  - {f}" for f in d.findings]
+    lines.append("install the core from source with one of:")
+    lines += [f"  {name}: {command}" for name, command in d.install_commands.items()]
+    return "\n".join(lines)
+
+
+def cmd_history(args: argparse.Namespace) -> Outcome:
+    from mcp_server.install import history
+
+    entries, torn, where = history(args.python)
+    lines = [f"install history of {where}:"] if entries else [f"no installs recorded in {where}"]
+    lines += [
+        f"  {e.time}  {e.event:<11} {e.commit[:12]}  {e.requested_ref or '(by commit)'}"
+        + (f"  {e.detail}" if e.detail else "")
+        for e in entries
+    ]
+    if torn:
+        lines.append(f"  warning: line {torn} of the history is torn (an interrupted write)")
+    payload = {
+        "environment": where,
+        "entries": [e.model_dump() for e in entries],
+        "torn_line": torn,
+    }
+    return Outcome(payload, "\n".join(lines))
+
+
+def cmd_repair(args: argparse.Namespace) -> Outcome:
+    from mcp_server.install import repair_environment
+
+    message = repair_environment(args.python)
+    return Outcome({"message": message}, message)
+
+
+def _started_text(started: Any) -> str:
+    verb = "launched" if started.action == "launch" else "resumed"
+    lines = [f"{verb} {started.experiment_id} on engine commit {started.engine_commit}"]
+    if started.detached:
+        lines.append(f"  pid {started.pid} (detached); log: {started.log_path}")
+    else:
+        lines.append(f"  engine exited with code {started.exit_code}; log: {started.log_path}")
+    lines.append(f"  binding: {started.binding_path}")
+    return "\n".join(lines)
+
+
+def cmd_launch(args: argparse.Namespace) -> Outcome:
+    from mcp_server.experiments import launch_experiment
+
+    started = launch_experiment(args.manifest, args.workspace, args.python, args.detach)
+    return Outcome(started, _started_text(started), started.exit_code or 0)
+
+
+def cmd_resume(args: argparse.Namespace) -> Outcome:
+    from mcp_server.experiments import resume_experiment
+
+    started = resume_experiment(
+        args.experiment_id, args.workspace, args.manifest, args.python, args.detach
+    )
+    return Outcome(started, _started_text(started), started.exit_code or 0)
+
+
+def cmd_status(args: argparse.Namespace) -> Outcome:
+    from mcp_server.experiments import experiment_status, format_status
+
+    status = experiment_status(args.experiment_id, args.workspace)
+    return Outcome(status, format_status(status))
+
+
+def cmd_experiments(args: argparse.Namespace) -> Outcome:
+    from mcp_server.experiments import format_status, list_experiments
+
+    found = list_experiments(args.workspace)
+    text = "\n".join(format_status(s) for s in found) or f"no experiments in {args.workspace}"
+    return Outcome({"experiments": [s.model_dump(mode="json") for s in found]}, text)
+
+
+def cmd_demo(args: argparse.Namespace) -> Outcome:
+    from mcp_server.demo import run_demo
+
+    code = run_demo(args.workdir, lambda line: print(line, flush=True))
+    return Outcome({"exit_code": code}, "", code)
+
+
+# --------------------------------------------------------------------------------------------
+# Parser
+
+
+def _add_profile_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group(
+        "engine profile (flags win over --profile, which wins over the default)"
+    )
+    group.add_argument("--profile", type=Path, help="TOML profile file")
+    group.add_argument("--repository", help="git URL: https://, ssh://, git@host:path, file://")
+    group.add_argument("--subdirectory", help="path of the engine package in the repository")
+    group.add_argument("--distribution", help="distribution name the wheel must have")
+    group.add_argument("--requirement", help="version specifier the wheel must satisfy")
+
+
+def _add_json(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="automl-setup",
+        description="Install an AutoML core engine from source, verified and recorded.",
+    )
+    parser.add_argument("--version", action="version", version=f"automl-setup {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("resolve", help="resolve refs/heads/BRANCH to a full commit")
+    p.add_argument("--branch", default="main", help="branch name (default: main)")
+    _add_profile_flags(p)
+    _add_json(p)
+    p.set_defaults(handler=cmd_resolve)
+
+    p = sub.add_parser("install", help="install the engine from a branch or commit")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--branch", help="branch to resolve and install (default: main)")
+    which.add_argument("--commit", help="full commit id to install")
+    p.add_argument("--python", help="interpreter or venv directory (default: $VIRTUAL_ENV)")
+    p.add_argument("--create-env", action="store_true", help="create the venv if it is missing")
+    p.add_argument("--extra", action="append", metavar="NAME", help="engine extra (repeatable)")
+    _add_profile_flags(p)
+    _add_json(p)
+    p.set_defaults(handler=cmd_install)
+
+    for name, handler, text in (
+        ("verify", cmd_verify, "check the installed engine against its record"),
+        ("diagnose", cmd_diagnose, "explain what is (not) installed and how to fix it"),
+    ):
+        p = sub.add_parser(name, help=text)
+        p.add_argument("--python", help="interpreter or venv directory (default: $VIRTUAL_ENV)")
+        _add_profile_flags(p)
+        _add_json(p)
+        p.set_defaults(handler=handler)
+
+    for name, handler, text in (
+        ("history", cmd_history, "list every install into an environment"),
+        ("repair", cmd_repair, "roll back an interrupted install"),
+    ):
+        p = sub.add_parser(name, help=text)
+        p.add_argument("--python", help="interpreter or venv directory (default: $VIRTUAL_ENV)")
+        _add_json(p)
+        p.set_defaults(handler=handler)
+    p = sub.add_parser("launch", help="start a new experiment bound to the verified engine")
+    p.add_argument("--manifest", required=True, help="experiment manifest (YAML or JSON)")
+    p.add_argument("--workspace", required=True, help="directory of experiments")
+    p.add_argument("--python", help="environment of the engine (default: $VIRTUAL_ENV)")
+    p.add_argument("--detach", action="store_true", help="return at once with pid and log")
+    _add_json(p)
+    p.set_defaults(handler=cmd_launch)
+
+    p = sub.add_parser("resume", help="resume an experiment on exactly its bound engine")
+    p.add_argument("--experiment-id", required=True, help="exact experiment id (no guessing)")
+    p.add_argument("--workspace", required=True, help="directory of experiments")
+    p.add_argument("--manifest", required=True, help="the manifest the experiment started with")
+    p.add_argument("--python", help="environment of the engine (default: $VIRTUAL_ENV)")
+    p.add_argument("--detach", action="store_true", help="return at once with pid and log")
+    _add_json(p)
+    p.set_defaults(handler=cmd_resume)
+
+    p = sub.add_parser("status", help="state, trials, best and bound engine of an experiment")
+    p.add_argument("--experiment-id", required=True)
+    p.add_argument("--workspace", required=True)
+    _add_json(p)
+    p.set_defaults(handler=cmd_status)
+
+    p = sub.add_parser("demo", help="the whole story on the embedded reference engine")
+    p.add_argument("--workdir", type=Path, help="where to put everything (default: a temp dir)")
+    p.set_defaults(handler=cmd_demo, json=False)
+
+    p = sub.add_parser("mcp", help="run the MCP server over stdio (same as automl-setup-mcp)")
+    p.set_defaults(handler=None)
+
+    p = sub.add_parser("experiments", help="list the experiments of a workspace")
+    p.add_argument("--workspace", required=True)
+    _add_json(p)
+    p.set_defaults(handler=cmd_experiments)
+    return parser
+
+
+def _dump(payload: BaseModel | dict[str, Any]) -> str:
+    if isinstance(payload, BaseModel):
+        return payload.model_dump_json(indent=2)
+    return json.dumps(payload, indent=2, default=str)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "mcp":
+        from mcp_server.server import main as serve
+
+        return serve()
+    as_json = getattr(args, "json", False)
+    try:
+        outcome: Outcome = args.handler(args)
+    except SetupError as exc:
+        if as_json:
+            print(
+                _dump(
+                    {
+                        "error": {
+                            "step": exc.step,
+                            "cause": exc.cause,
+                            "remedy": exc.remedy,
+                            "details": exc.details,
+                            "exit_code": int(exc.exit_code),
+                        }
+                    }
+                )
+            )
+        print(f"error: {exc.full_text()}", file=sys.stderr)
+        return int(exc.exit_code)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # a bug: say so in one line, keep the traceback for a report
+        if os.environ.get("AUTOML_SETUP_DEBUG"):
+            raise
+        print(
+            f"error: unexpected failure ({type(exc).__name__}: {redact_text(str(exc))}); this is "
+            "a bug: rerun with AUTOML_SETUP_DEBUG=1 and report the traceback",
+            file=sys.stderr,
+        )
+        return int(ExitCode.REFUSED)
+    if as_json or outcome.text:
+        print(_dump(outcome.payload) if as_json else outcome.text)
+    return int(outcome.code)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

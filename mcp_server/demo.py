@@ -1,0 +1,161 @@
+"""`automl-setup demo`: the whole story on the embedded reference engine, offline from GitHub.
+
+A local source repository with `main` and a development branch; install from `main` into a
+fresh environment; launch an experiment; interrupt it with SIGTERM; resume it to the end; show
+the verified provenance and the best trial; install the development branch into a second
+environment and show that resuming the experiment there is refused, field by field.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import yaml
+
+from mcp_server.errors import SetupError
+from mcp_server.experiments import experiment_status, launch_experiment, resume_experiment
+from mcp_server.install import InstallRequest, install_engine, verify
+from mcp_server.profile import EngineProfile
+from mcp_server.sourcerepo import (
+    DEFAULT_SUBDIRECTORY,
+    REFERENCE_DISTRIBUTION,
+    create_reference_repository,
+    reference_engine_source,
+)
+
+DEV_BRANCH = "dev/next"
+EXPERIMENT_ID = "demo-quadratic"
+TRIALS = 8
+POLL_S = 0.1
+WAIT_S = 60.0
+
+
+class DemoFailure(Exception):
+    """A demo step did not behave as expected."""
+
+
+def _wait_for(what: str, check: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not check():
+        if time.monotonic() > deadline:
+            raise DemoFailure(f"timed out waiting for {what}")
+        time.sleep(POLL_S)
+
+
+def _pid_gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    # A zombie child of ours still answers kill(0); reap it if it is ours.
+    try:
+        done, _status = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return False
+    return done == pid
+
+
+def _manifest(workdir: Path) -> Path:
+    example = reference_engine_source() / "examples" / "quadratic.yaml"
+    data = yaml.safe_load(example.read_text(encoding="utf-8"))
+    data["search"]["experiment_id"] = EXPERIMENT_ID
+    data["search"]["budget"]["max_trials"] = TRIALS
+    path = workdir / "manifest.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def run_demo(workdir: Path | None, say: Callable[[str], None]) -> int:
+    """Every step, printed; 0 only when each behaved as expected."""
+    root = Path(tempfile.mkdtemp(prefix="automl-setup-demo-")) if workdir is None else workdir
+    root.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    step = 0
+
+    def header(text: str) -> None:
+        nonlocal step
+        step += 1
+        say(f"\n== {step}. {text}  [{time.monotonic() - started:.1f}s]")
+
+    try:
+        header(f"local source repository with main and {DEV_BRANCH} ({root / 'repo'})")
+        repo = create_reference_repository(root / "repo", dev_branch=DEV_BRANCH)
+        profile = EngineProfile(
+            repository=repo.url,
+            subdirectory=DEFAULT_SUBDIRECTORY,
+            distribution=REFERENCE_DISTRIBUTION,
+        )
+        say(f"   main -> {repo.head('main')}\n   {DEV_BRANCH} -> {repo.head(DEV_BRANCH)}")
+
+        header("install the engine from main into a fresh environment")
+        env_main = root / "env-main"
+        result = install_engine(
+            InstallRequest(profile=profile, python=str(env_main), branch="main", create_env=True),
+            lambda s, m: say(f"   [{s}] {m}"),
+        )
+        record = result.record
+
+        header("launch an experiment bound to that build, then interrupt it with SIGTERM")
+        manifest = _manifest(root)
+        workspace = root / "workspace"
+        launched = launch_experiment(str(manifest), str(workspace), str(env_main), detach=True)
+        say(f"   engine pid {launched.pid}; binding {launched.binding_path}")
+
+        def trials_done() -> int:
+            return experiment_status(EXPERIMENT_ID, str(workspace)).trials_done or 0
+
+        _wait_for("two finished trials", lambda: trials_done() >= 2)
+        os.kill(launched.pid, signal.SIGTERM)
+        _wait_for("the engine to stop", lambda: _pid_gone(launched.pid))
+        status = experiment_status(EXPERIMENT_ID, str(workspace))
+        say(f"   after SIGTERM: state {status.state}, {status.trials_done} of {TRIALS} trials")
+        if status.state != "interrupted" or (status.trials_done or 0) >= TRIALS:
+            raise DemoFailure(f"expected an interrupted experiment, found {status.state}")
+
+        header("resume it on the same, verified engine build")
+        resumed = resume_experiment(
+            EXPERIMENT_ID, str(workspace), str(manifest), str(env_main), detach=False
+        )
+        status = experiment_status(EXPERIMENT_ID, str(workspace))
+        say(f"   engine exit code {resumed.exit_code}; state {status.state}")
+        if status.state != "completed" or status.trials_done != TRIALS:
+            raise DemoFailure(f"expected {TRIALS} completed trials, found {status.trials_done}")
+
+        header("verified provenance and the best trial")
+        report = verify(str(env_main), profile)
+        if report.status != "verified":
+            raise DemoFailure(f"verification of {env_main} says {report.status}")
+        best = status.best or {}
+        say(
+            f"   engine:   {record.build.distribution} {record.build.version}\n"
+            f"   source:   {record.source.repository} {record.source.requested_ref}\n"
+            f"   commit:   {record.source.commit} (subtree {record.source.subtree_id})\n"
+            f"   wheel:    sha256 {record.build.wheel_sha256}\n"
+            f"   identity: {record.identity_digest}\n"
+            f"   verified: {report.files_checked} installed files match RECORD\n"
+            f"   best:     {best.get('value')} with {best.get('params')}"
+        )
+
+        header(f"install {DEV_BRANCH} into a second environment; resuming there must refuse")
+        env_dev = root / "env-dev"
+        install_engine(
+            InstallRequest(profile=profile, python=str(env_dev), branch=DEV_BRANCH, create_env=True)
+        )
+        try:
+            resume_experiment(EXPERIMENT_ID, str(workspace), str(manifest), str(env_dev), False)
+        except SetupError as refusal:
+            say("   refused, as it must be:")
+            say("   " + refusal.full_text().replace("\n", "\n   "))
+        else:
+            raise DemoFailure("resuming on the development branch's engine was not refused")
+    except (SetupError, DemoFailure) as exc:
+        text = exc.full_text() if isinstance(exc, SetupError) else str(exc)
+        say(f"\nDEMO FAILED at step {step}: {text}\n   files kept in {root}")
+        return 1
+    say(f"\nDEMO OK in {time.monotonic() - started:.1f}s; everything is in {root}")
+    return 0

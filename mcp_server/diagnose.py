@@ -1,0 +1,115 @@
+"""What is (not) installed in an environment, told plainly, with the commands that fix it."""
+
+from __future__ import annotations
+
+import shlex
+
+from pydantic import BaseModel, ConfigDict
+
+from mcp_server.profile import CONFUSABLE_DISTRIBUTIONS, CORE_IMPORT_NAME, EngineProfile
+from mcp_server.provenance import VerifyStatus, verify_environment
+from mcp_server.redact import strip_credentials
+from mcp_server.targetenv import locate
+
+
+class InstalledPackage(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    distribution: str
+    import_name: str
+    version: str | None
+    importable: bool
+
+
+class Diagnosis(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    environment: str
+    interpreter: str
+    engine: InstalledPackage
+    record_status: VerifyStatus
+    confusables: list[InstalledPackage]
+    findings: list[str]
+    install_commands: dict[str, str]
+
+    @property
+    def healthy(self) -> bool:
+        return self.record_status == "verified"
+
+
+def install_command(profile: EngineProfile, environment: str, *, branch: str) -> str:
+    argv = ["automl-setup", "install", "--branch", branch, "--python", environment]
+    flags = profile.model_copy(update={"repository": strip_credentials(profile.repository)})
+    return shlex.join(argv + flags.flags())
+
+
+def diagnose(python: str | None, profile: EngineProfile) -> Diagnosis:
+    env = locate(python)
+    confusable = list(CONFUSABLE_DISTRIBUTIONS)
+    modules = [CORE_IMPORT_NAME, *CONFUSABLE_DISTRIBUTIONS.values()]
+    probe = env.probe([profile.distribution, *confusable], modules)
+    report = verify_environment(env, profile.distribution)
+    engine_dist = probe.dists.get(profile.distribution)
+    engine = InstalledPackage(
+        distribution=profile.distribution,
+        import_name=CORE_IMPORT_NAME,
+        version=engine_dist.version if engine_dist else None,
+        importable=probe.modules[CORE_IMPORT_NAME],
+    )
+    confusables = [
+        InstalledPackage(
+            distribution=name,
+            import_name=module,
+            version=d.version if (d := probe.dists.get(name)) else None,
+            importable=probe.modules[module],
+        )
+        for name, module in CONFUSABLE_DISTRIBUTIONS.items()
+    ]
+    findings = _findings(profile, engine, report.status, report.notes, confusables)
+    findings += [f"{d.field}: recorded {d.recorded}, found {d.found}" for d in report.differences]
+    where = str(env.prefix)
+    return Diagnosis(
+        environment=where,
+        interpreter=str(env.interpreter),
+        engine=engine,
+        record_status=report.status,
+        confusables=confusables,
+        findings=findings,
+        install_commands={
+            "main": install_command(profile, where, branch="main"),
+            "development branch": install_command(profile, where, branch="<dev-branch>"),
+        },
+    )
+
+
+def _findings(
+    profile: EngineProfile,
+    engine: InstalledPackage,
+    status: VerifyStatus,
+    notes: list[str],
+    confusables: list[InstalledPackage],
+) -> list[str]:
+    out: list[str] = []
+    if engine.version is None:
+        out.append(f"the AutoML core ({profile.distribution}) is not installed in this environment")
+    for other in confusables:
+        if other.version is not None or other.importable:
+            out.append(
+                f"{other.distribution} {other.version or ''} is installed (import "
+                f"{other.import_name}): that is the separately published application, not the "
+                f"core {profile.distribution} (import {CORE_IMPORT_NAME}); it does not provide it"
+            )
+    if not any(o.version for o in confusables):
+        out.append(
+            f"note: nvidia-tao-automl (import tao_automl) is a different distribution from the "
+            f"core {profile.distribution} (import {CORE_IMPORT_NAME}); installing it does not help"
+        )
+    status_text = {
+        "verified": "the installed core matches its record (verified)",
+        "mismatch": "the installed core was modified after install or does not match its record",
+        "no-record": "the core is installed without an automl-setup record (e.g. by pip); "
+        "its source commit is unproven: reinstall with automl-setup",
+        "no-engine": "",
+        "interrupted": "an install into this environment was interrupted",
+    }[status]
+    if status_text:
+        out.append(status_text)
+    return out + notes

@@ -1,0 +1,109 @@
+"""Durable file primitives: atomic replace, exclusive create, fsynced append-only JSON lines."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mcp_server.errors import SetupError
+
+
+def fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write temp, fsync, rename, fsync directory: readers see the old or the new file whole."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with tmp.open("wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    tmp.replace(path)
+    fsync_dir(path.parent)
+
+
+def exclusive_create(path: Path, data: bytes) -> None:
+    """Create `path` only if it does not exist (O_EXCL), durably; FileExistsError otherwise."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    fsync_dir(path.parent)
+
+
+def append_json_line(path: Path, entry: dict[str, Any]) -> None:
+    """Append one JSON object as a line and fsync; the line is written with a single write()."""
+    line = (json.dumps(entry, sort_keys=True, separators=(",", ":")) + "\n").encode("utf-8")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    is_new = not path.exists()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.write(fd, line)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if is_new:
+        fsync_dir(path.parent)
+
+
+@dataclass(frozen=True)
+class JsonLines:
+    entries: list[dict[str, Any]]
+    torn_line: int | None  # 1-based number of an unterminated or unparsable last line
+
+
+def read_json_lines(path: Path, *, what: str) -> JsonLines:
+    """Every entry; a damaged line in the middle is an error, a torn last line is reported."""
+    if not path.exists():
+        return JsonLines([], None)
+    raw = path.read_bytes()
+    lines = raw.split(b"\n")
+    trailing = lines.pop()  # b"" when the file ends with a newline
+    entries: list[dict[str, Any]] = []
+    for number, line in enumerate(lines, start=1):
+        try:
+            entries.append(json.loads(line))
+        except ValueError:
+            raise SetupError(
+                f"read {what}",
+                f"{path} line {number} is not valid JSON (the file is corrupt)",
+                "restore the file from a backup; it is never rewritten automatically",
+            ) from None
+    torn = len(lines) + 1 if trailing else None
+    return JsonLines(entries, torn)
+
+
+@contextlib.contextmanager
+def exclusive_lock(path: Path, *, step: str, holder: str) -> Iterator[None]:
+    """A non-blocking flock held for the duration; a second holder is refused, not queued."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            other = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "unknown"
+            raise SetupError(
+                step,
+                f"{holder} is in use by another automl-setup process ({other})",
+                "wait for it to finish; if no such process exists, the lock frees itself",
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()}".encode(), 0)
+        yield
+    finally:
+        os.close(fd)

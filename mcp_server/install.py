@@ -1,0 +1,608 @@
+"""The install transaction: resolve -> fetch -> build -> check -> install -> verify -> record.
+
+Nothing in the target environment is touched before the wheel is built and checked. From then
+on a journal in `<prefix>/.automl-setup/journal.json` names the transaction and a backup of the
+previous engine's files; any failure, and a SIGKILL found later by the next command, rolls the
+environment back to the previous engine and record, byte for byte.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from packaging.utils import canonicalize_name
+from pydantic import BaseModel
+
+from mcp_server import __version__
+from mcp_server.build import (
+    build_wheel,
+    check_wheel_metadata,
+    read_wheel_metadata,
+    record_hash,
+    uv_binary,
+    uv_version,
+)
+from mcp_server.errors import ExitCode, InvalidInput, SetupError
+from mcp_server.fsutil import atomic_write_bytes, exclusive_lock
+from mcp_server.gitsource import (
+    fetch_commit,
+    resolve_branch,
+    validate_branch,
+    validate_commit,
+    validate_extra,
+)
+from mcp_server.profile import EngineProfile
+from mcp_server.provenance import (
+    BuildIdentity,
+    EnvironmentInfo,
+    HistoryEntry,
+    InstallInfo,
+    InstallRecord,
+    RecordStore,
+    SourceIdentity,
+    VerifyReport,
+    compute_identity_digest,
+    direct_dependency_names,
+    environment_info,
+    parse_record_csv,
+    utc_now,
+    verify_environment,
+)
+from mcp_server.redact import redact_text, strip_credentials
+from mcp_server.targetenv import TargetEnv, locate, remove_created
+
+STEPS = ("resolve", "fetch", "build", "check", "install", "verify", "record")
+UV_TIMEOUT_S = 1800.0
+WORK_PREFIX = "automl-setup-work-"
+
+Progress = Callable[[str, str], None]  # (step, message)
+
+# Fault injection for the crash tests: with AUTOML_SETUP_PAUSE_AT=<point> the install stops at
+# that point, says so in the file named by AUTOML_SETUP_PAUSE_FILE, and waits to be killed.
+PAUSE_POINTS = ("journal-written", "uv-installed", "direct-url-written", "record-written")
+
+
+def _checkpoint(point: str) -> None:
+    if os.environ.get("AUTOML_SETUP_PAUSE_AT") != point:
+        return
+    marker = os.environ.get("AUTOML_SETUP_PAUSE_FILE")
+    if marker:
+        Path(marker).write_text(point, encoding="utf-8")
+    while True:
+        time.sleep(3600)
+
+
+def no_progress(step: str, message: str) -> None:
+    """Default progress sink."""
+
+
+@dataclass(frozen=True)
+class InstallRequest:
+    profile: EngineProfile
+    python: str | None
+    branch: str | None = None
+    commit: str | None = None
+    create_env: bool = False
+    extras: list[str] = field(default_factory=list)
+
+
+class InstallResult(BaseModel):
+    status: Literal["installed", "unchanged"]
+    record: InstallRecord
+    previous_commit: str | None
+    verify: VerifyReport
+    repaired: str | None = None
+
+
+def validate_request(request: InstallRequest) -> tuple[str | None, str | None, list[str]]:
+    """All user values checked before anything runs: (branch, commit, extras)."""
+    if request.branch is not None and request.commit is not None:
+        raise InvalidInput(
+            "validate", "both a branch and a commit were given", "pass either --branch or --commit"
+        )
+    branch = validate_branch(request.branch) if request.branch is not None else None
+    commit = validate_commit(request.commit) if request.commit is not None else None
+    if branch is None and commit is None:
+        raise InvalidInput(
+            "validate",
+            "no branch or commit given",
+            "ask the user: main, or which development branch? then pass --branch NAME",
+        )
+    extras = sorted({validate_extra(e) for e in request.extras})
+    return branch, commit, extras
+
+
+def install_engine(request: InstallRequest, progress: Progress = no_progress) -> InstallResult:
+    branch, commit, extras = validate_request(request)
+    env = locate(request.python, create=request.create_env)
+    try:
+        return _install_locked(request.profile, env, branch, commit, extras, progress)
+    except BaseException:
+        remove_created(env)
+        raise
+
+
+def _install_locked(
+    profile: EngineProfile,
+    env: TargetEnv,
+    branch: str | None,
+    commit: str | None,
+    extras: list[str],
+    progress: Progress,
+) -> InstallResult:
+    store = RecordStore(env.state_dir)
+    with exclusive_lock(store.lock_path, step="install", holder=f"environment {env.prefix}"):
+        repaired = recover_interrupted(env, store)
+        if repaired:
+            progress("repair", repaired)
+        previous = store.read_record()
+        _guard_bound_experiments(env, previous)
+        progress("resolve", f"resolving {'refs/heads/' + branch if branch else commit}")
+        requested_ref = None
+        if branch is not None:
+            resolution = resolve_branch(profile.repository, branch)
+            commit, requested_ref = resolution.commit, resolution.ref
+            progress("resolve", f"{resolution.ref} -> {commit}")
+        assert commit is not None
+        if previous is not None and _same_source(previous, profile, commit, extras):
+            report = verify_environment(env, profile.distribution)
+            if report.status == "verified":
+                progress("verify", f"commit {commit[:12]} is already installed and verified")
+                return InstallResult(
+                    status="unchanged",
+                    record=previous,
+                    previous_commit=previous.source.commit,
+                    verify=report,
+                    repaired=repaired,
+                )
+        with _work_dir() as work:
+            progress("fetch", f"fetching {commit[:12]} ({profile.subdirectory})")
+            fetched = fetch_commit(profile.repository, commit, profile.subdirectory, work / "src")
+            progress("build", f"building a wheel with SOURCE_DATE_EPOCH={fetched.commit_time}")
+            wheel = build_wheel(
+                fetched.source_dir,
+                work / "dist",
+                fetched.commit_time,
+                str(env.interpreter),
+                work / "build.log",
+            )
+            progress("build", f"{wheel.path.name} sha256 {wheel.sha256}")
+            meta = read_wheel_metadata(wheel.path)
+            check_wheel_metadata(meta, profile)
+            progress("check", f"{meta.name} {meta.version} satisfies {profile.requirement}")
+            source = SourceIdentity(
+                repository=strip_credentials(profile.repository),
+                subdirectory=profile.subdirectory,
+                requested_ref=requested_ref,
+                commit=commit,
+                subtree_id=fetched.subtree_id,
+                commit_time=fetched.commit_time,
+            )
+            build = BuildIdentity(
+                distribution=meta.name,
+                version=meta.version,
+                wheel_filename=wheel.path.name,
+                wheel_sha256=wheel.sha256,
+                record_digest=meta.record_digest,
+                backend=wheel.backend,
+            )
+            transaction = Transaction(env, store, profile, source, build, meta.record_text, extras)
+            record, report = transaction.run(wheel.path, progress)
+    return InstallResult(
+        status="installed",
+        record=record,
+        previous_commit=previous.source.commit if previous else None,
+        verify=report,
+        repaired=repaired,
+    )
+
+
+def _same_source(
+    previous: InstallRecord, profile: EngineProfile, commit: str, extras: list[str]
+) -> bool:
+    return (
+        previous.source.commit == commit
+        and previous.source.repository == strip_credentials(profile.repository)
+        and previous.source.subdirectory == profile.subdirectory
+        and canonicalize_name(previous.build.distribution) == profile.canonical_distribution
+        and previous.install.extras == extras
+    )
+
+
+def _guard_bound_experiments(env: TargetEnv, previous: InstallRecord | None) -> None:
+    """Rule 5: no different engine in place under unfinished experiments bound to this one."""
+    if previous is None:
+        return
+    from mcp_server.registry import unfinished_experiments
+
+    unfinished = unfinished_experiments(env.state_dir, previous.identity_digest)
+    if unfinished:
+        names = ", ".join(f"{e.experiment_id} ({e.workspace})" for e in unfinished)
+        raise SetupError(
+            "install",
+            f"unfinished experiments are bound to the engine in {env.prefix}: {names}",
+            "install the new engine into a separate environment (--python NEW --create-env)",
+        )
+
+
+@contextlib.contextmanager
+def _work_dir() -> Iterator[Path]:
+    _sweep_stale_work_dirs()
+    path = Path(tempfile.mkdtemp(prefix=f"{WORK_PREFIX}{os.getpid()}-"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _sweep_stale_work_dirs() -> None:
+    """Remove work dirs of killed installs (their pid is gone): nothing is left behind."""
+    for path in Path(tempfile.gettempdir()).glob(f"{WORK_PREFIX}*"):
+        pid_text = path.name.removeprefix(WORK_PREFIX).split("-", 1)[0]
+        if pid_text.isdigit() and not _pid_alive(int(pid_text)):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+# --------------------------------------------------------------------------------------------
+# The transaction inside the environment
+
+
+class Transaction:
+    """Backup, journal, uv install, direct_url.json, verify, record — or roll back."""
+
+    def __init__(
+        self,
+        env: TargetEnv,
+        store: RecordStore,
+        profile: EngineProfile,
+        source: SourceIdentity,
+        build: BuildIdentity,
+        wheel_record: str,
+        extras: list[str],
+    ) -> None:
+        self.env, self.store, self.profile = env, store, profile
+        self.source, self.build, self.wheel_record, self.extras = (
+            source,
+            build,
+            wheel_record,
+            extras,
+        )
+        self.txid = uuid.uuid4().hex[:12]
+        self.txdir = store.transactions / self.txid
+
+    def run(self, wheel: Path, progress: Progress) -> tuple[InstallRecord, VerifyReport]:
+        before = self.env.probe([self.profile.distribution])
+        journal = self._begin(before.dists.get(self.profile.distribution), before.versions)
+        try:
+            _checkpoint("journal-written")
+            progress("install", f"uv pip install {wheel.name} into {self.env.prefix}")
+            self._uv_install(wheel)
+            _checkpoint("uv-installed")
+            self._write_direct_url()
+            _checkpoint("direct-url-written")
+            progress("verify", "checking direct_url.json, RECORD hashes and the identity digest")
+            record = self._make_record()
+            self.store.store_wheel_record(self.wheel_record)
+            report = verify_environment(self.env, self.build.distribution, pending=record)
+            if report.status != "verified":
+                raise SetupError(
+                    "verify",
+                    f"the installed engine does not match what was built ({len(report.differences)}"
+                    " differences); the previous engine was restored",
+                    "report this: the installer changed files it was asked to install",
+                    details=[
+                        f"{d.field}: built {d.recorded}, found {d.found}"
+                        for d in report.differences
+                    ],
+                )
+            progress("record", f"writing {self.store.record_path}")
+            self.store.write_record(record)
+            _checkpoint("record-written")
+        except BaseException as exc:
+            detail = exc.message if isinstance(exc, SetupError) else type(exc).__name__
+            rollback(self.env, self.store, journal, reason=detail)
+            raise
+        _record_installed(self.store, record)
+        _finish(self.store, journal)
+        return record, report
+
+    def _begin(self, previous: Any, versions: dict[str, str]) -> dict[str, Any]:
+        """Back up the previous engine's files, then write the journal that makes it undoable."""
+        backup_dir = self.txdir / "backup"
+        backup_dir.mkdir(parents=True)
+        saved: list[list[str]] = []
+        if previous is not None and previous.dist_info is not None:
+            for index, path in enumerate(_installed_paths(previous.dist_info)):
+                if path.is_file():
+                    name = f"{index:06d}"
+                    shutil.copy2(path, backup_dir / name)
+                    saved.append([str(path), name])
+        purelib = self.env.probe([]).purelib
+        journal = {
+            "txid": self.txid,
+            "pid": os.getpid(),
+            "started": utc_now(),
+            "commit": self.source.commit,
+            "distribution": self.build.distribution,
+            "previous_distribution": previous.name if previous is not None else None,
+            "backup": saved,
+            "versions_before": versions,
+            "new_files": [
+                str(purelib / p)
+                for p, _h, _s in parse_record_csv(self.wheel_record)
+                if ".data/" not in p
+            ],
+        }
+        atomic_write_bytes(self.store.journal_path, json.dumps(journal, indent=1).encode())
+        return journal
+
+    def _uv_install(self, wheel: Path) -> None:
+        extras = f"[{','.join(self.extras)}]" if self.extras else ""
+        requirement = f"{self.build.distribution}{extras} @ {wheel.resolve().as_uri()}"
+        argv = [
+            uv_binary(),
+            "pip",
+            "install",
+            "--no-progress",
+            "--python",
+            str(self.env.interpreter),
+        ]
+        argv += ["--reinstall-package", self.build.distribution, requirement]
+        _run_uv(argv, self.txdir / "uv-install.log", step="install")
+
+    def _write_direct_url(self) -> None:
+        """PEP 610 direct_url.json naming the repository, commit and subdirectory (uv wrote
+        one for the local wheel file), and the matching RECORD line."""
+        probe = self.env.probe([self.build.distribution])
+        installed = probe.dists.get(self.build.distribution)
+        if installed is None or installed.dist_info is None:
+            raise SetupError("install", "uv reported success but the engine is not installed")
+        direct_url: dict[str, Any] = {
+            "url": self.source.repository,
+            "vcs_info": {"vcs": "git", "commit_id": self.source.commit},
+        }
+        if self.source.requested_ref:
+            direct_url["vcs_info"]["requested_revision"] = self.source.requested_ref.removeprefix(
+                "refs/heads/"
+            )
+        if self.source.subdirectory != ".":
+            direct_url["subdirectory"] = self.source.subdirectory
+        data = json.dumps(direct_url, sort_keys=True).encode()
+        dist_info = installed.dist_info
+        atomic_write_bytes(dist_info / "direct_url.json", data)
+        record_path = dist_info / "RECORD"
+        rel = f"{dist_info.name}/direct_url.json"
+        rows = [r for r in parse_record_csv(record_path.read_text("utf-8")) if r[0] != rel]
+        rows.append((rel, record_hash(data), str(len(data))))
+        text = "".join(f"{p},{h},{s}\n" for p, h, s in rows)
+        atomic_write_bytes(record_path, text.encode("utf-8"))
+
+    def _make_record(self) -> InstallRecord:
+        probe = self.env.probe([self.build.distribution])
+        installed = probe.dists[self.build.distribution]
+        assert installed is not None
+        environment: EnvironmentInfo = environment_info(
+            probe, direct_dependency_names(installed.requires)
+        )
+        install = InstallInfo(
+            interpreter=str(self.env.interpreter),
+            environment=str(self.env.prefix),
+            installer="uv",
+            installer_version=uv_version(),
+            tool_version=__version__,
+            extras=self.extras,
+            transaction=self.txid,
+            time=utc_now(),
+        )
+        return InstallRecord(
+            source=self.source,
+            build=self.build,
+            install=install,
+            environment=environment,
+            identity_digest=compute_identity_digest(self.source, self.build, environment),
+        )
+
+
+def _record_installed(store: RecordStore, record: InstallRecord) -> None:
+    store.append_history(
+        HistoryEntry(
+            time=record.install.time,
+            event="installed",
+            transaction=record.install.transaction,
+            commit=record.source.commit,
+            requested_ref=record.source.requested_ref,
+            distribution=record.build.distribution,
+            version=record.build.version,
+            identity_digest=record.identity_digest,
+            wheel_sha256=record.build.wheel_sha256,
+        )
+    )
+
+
+def _installed_paths(dist_info: Path) -> list[Path]:
+    record = dist_info / "RECORD"
+    if not record.exists():
+        return []
+    root = dist_info.parent
+    paths = [Path(os.path.normpath(root / p)) for p, _h, _s in parse_record_csv(record.read_text())]
+    return sorted(set(paths))
+
+
+def _run_uv(argv: list[str], log_path: Path, *, step: str) -> None:
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    with log_path.open("ab") as log:
+        proc = subprocess.run(
+            argv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            timeout=UV_TIMEOUT_S,
+            check=False,
+        )
+    if proc.returncode != 0:
+        lines = log_path.read_text("utf-8", errors="replace").splitlines()
+        raise SetupError(
+            step,
+            f"uv exited with status {proc.returncode}; the previous engine was restored",
+            "see the uv messages below; fix the cause (network, disk, dependency conflict) "
+            "and run the install again",
+            details=[redact_text(line) for line in lines[-10:]],
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# Rollback and recovery
+
+
+def rollback(env: TargetEnv, store: RecordStore, journal: dict[str, Any], *, reason: str) -> None:
+    """Put the previous engine back byte for byte and undo dependency changes."""
+    txdir = store.transactions / str(journal["txid"])
+    probe = env.probe([journal["distribution"]])
+    current = probe.dists.get(journal["distribution"])
+    doomed = {Path(p) for p in journal.get("new_files", [])}
+    if current is not None and current.dist_info is not None:
+        doomed.update(_installed_paths(current.dist_info))
+    for path in sorted(doomed, reverse=True):
+        with contextlib.suppress(FileNotFoundError, IsADirectoryError):
+            path.unlink()
+        _prune_empty_parents(path.parent, probe.purelib)
+    for original, name in journal.get("backup", []):
+        target = Path(original)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(txdir / "backup" / name, target)
+    _restore_dependencies(env, journal, txdir)
+    commit = str(journal.get("commit", ""))
+    store.append_history(
+        HistoryEntry(
+            time=utc_now(),
+            event="rolled-back",
+            transaction=str(journal["txid"]),
+            commit=commit,
+            requested_ref=None,
+            distribution=str(journal.get("distribution", "")),
+            detail=redact_text(reason)[:500],
+        )
+    )
+    _finish(store, journal)
+
+
+def _restore_dependencies(env: TargetEnv, journal: dict[str, Any], txdir: Path) -> None:
+    before: dict[str, str] = journal.get("versions_before", {})
+    now = env.probe([]).versions
+    engine = {
+        canonicalize_name(str(journal.get(k) or ""))
+        for k in ("distribution", "previous_distribution")
+    }
+    changed = [
+        f"{name}=={version}"
+        for name, version in sorted(before.items())
+        if name not in engine and now.get(name) != version
+    ]
+    added = sorted(name for name in now if name not in before and name not in engine)
+    interpreter = str(env.interpreter)
+    if changed:
+        argv = [
+            uv_binary(),
+            "pip",
+            "install",
+            "--no-progress",
+            "--no-deps",
+            "--python",
+            interpreter,
+        ]
+        _run_uv([*argv, *changed], txdir / "uv-restore.log", step="rollback")
+    if added:
+        argv = [uv_binary(), "pip", "uninstall", "--python", interpreter]
+        _run_uv([*argv, *added], txdir / "uv-restore.log", step="rollback")
+
+
+def _prune_empty_parents(directory: Path, stop: Path) -> None:
+    while directory != stop and stop in directory.parents:
+        try:
+            directory.rmdir()
+        except OSError:
+            return
+        directory = directory.parent
+
+
+def _finish(store: RecordStore, journal: dict[str, Any]) -> None:
+    store.journal_path.unlink(missing_ok=True)
+    shutil.rmtree(store.transactions / str(journal["txid"]), ignore_errors=True)
+
+
+def recover_interrupted(env: TargetEnv, store: RecordStore) -> str | None:
+    """Called with the environment lock held: finish or roll back a transaction left by a
+    killed install. Returns a one-line account of what was done, or None."""
+    journal = store.journal()
+    if journal is None:
+        return None
+    txid = journal.get("txid")
+    if journal.get("damaged"):
+        raise SetupError(
+            "repair",
+            f"the install journal {store.journal_path} is damaged",
+            "reinstall into a fresh environment; the journal is never guessed at",
+        )
+    record = store.read_record()
+    if record is not None and record.install.transaction == txid:
+        # Killed after the record was written: the install completed; log it and tidy up.
+        entries, _torn = store.read_history()
+        if not entries or entries[-1].transaction != txid:
+            _record_installed(store, record)
+        _finish(store, journal)
+        return f"install transaction {txid} had completed; its leftovers were removed"
+    rollback(env, store, journal, reason=f"interrupted (pid {journal.get('pid')} died)")
+    return (
+        f"an interrupted install (transaction {txid}, commit {str(journal.get('commit'))[:12]}, "
+        f"started {journal.get('started')}) was rolled back; the previous engine is restored"
+    )
+
+
+def repair_environment(python: str | None) -> str:
+    """`automl-setup repair`: roll back an interrupted install, if there is one."""
+    env = locate(python)
+    store = RecordStore(env.state_dir)
+    if not env.state_dir.exists():
+        return f"nothing to repair in {env.prefix}"
+    with exclusive_lock(store.lock_path, step="repair", holder=f"environment {env.prefix}"):
+        done = recover_interrupted(env, store)
+    _sweep_stale_work_dirs()
+    return done or f"nothing to repair in {env.prefix}"
+
+
+def history(python: str | None) -> tuple[list[HistoryEntry], int | None, str]:
+    env = locate(python)
+    entries, torn = RecordStore(env.state_dir).read_history()
+    return entries, torn, str(env.prefix)
+
+
+def verify(python: str | None, profile: EngineProfile) -> VerifyReport:
+    env = locate(python)
+    return verify_environment(env, profile.distribution)
+
+
+def exit_code_for(report: VerifyReport) -> ExitCode:
+    return report.exit_code

@@ -1,0 +1,403 @@
+"""What was installed: identity models, the record store kept with the environment, verification.
+
+The pydantic models here are the single source of the record formats; the JSON Schemas in
+`mcp_server/schemas/` are generated from them (`python -m mcp_server.schemas`).
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from mcp_server.build import record_hash
+from mcp_server.errors import ExitCode, SetupError
+from mcp_server.fsutil import append_json_line, atomic_write_bytes, read_json_lines
+from mcp_server.targetenv import WATCHED_PACKAGES, Probe, TargetEnv
+
+SCHEMA_VERSION = 1
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SourceIdentity(_Record):
+    repository: str = Field(description="Repository URL with any credentials stripped.")
+    subdirectory: str = Field(description="Path of the engine package inside the repository.")
+    requested_ref: str | None = Field(
+        description="refs/heads/<branch> that was resolved, or null for an install by commit."
+    )
+    commit: str = Field(description="Full commit id that was fetched and built.")
+    subtree_id: str = Field(description="Git tree id of the subdirectory at that commit.")
+    commit_time: int = Field(description="Committer time, seconds since the epoch.")
+
+
+class BuildIdentity(_Record):
+    distribution: str
+    version: str
+    wheel_filename: str
+    wheel_sha256: str = Field(description="sha256 of the wheel (built with SOURCE_DATE_EPOCH).")
+    record_digest: str = Field(description="sha256 of the wheel's RECORD file.")
+    backend: str = Field(description="PEP 517 build backend named by the source.")
+
+
+class InstallInfo(_Record):
+    interpreter: str
+    environment: str = Field(description="sys.prefix of the target interpreter.")
+    installer: str
+    installer_version: str
+    tool_version: str = Field(description="automl-setup version that made the record.")
+    extras: list[str] = Field(default_factory=list)
+    transaction: str = Field(description="Id of the install transaction that wrote the record.")
+    time: str = Field(description="UTC time of the install, ISO 8601.")
+
+
+class EnvironmentInfo(_Record):
+    python_version: str
+    implementation: str
+    platform: str
+    dependencies: dict[str, str | None] = Field(
+        description="Installed versions of the engine's direct dependencies (null: missing)."
+    )
+    watched: dict[str, str | None] = Field(
+        description="Installed versions of watched packages (gepa, torch); null when absent."
+    )
+    torch_cuda: str | None = Field(description="CUDA version torch was built for, if any.")
+
+
+class InstallRecord(_Record):
+    schema_version: Literal[1] = SCHEMA_VERSION
+    source: SourceIdentity
+    build: BuildIdentity
+    install: InstallInfo
+    environment: EnvironmentInfo
+    identity_digest: str
+
+
+class HistoryEntry(_Record):
+    time: str
+    event: Literal["installed", "rolled-back"]
+    transaction: str
+    commit: str
+    requested_ref: str | None
+    distribution: str
+    version: str | None = None
+    identity_digest: str | None = None
+    wheel_sha256: str | None = None
+    detail: str = ""
+
+
+class FieldDiff(_Record):
+    field: str
+    recorded: str | None
+    found: str | None
+
+
+VerifyStatus = Literal["verified", "mismatch", "no-engine", "no-record", "interrupted"]
+
+
+class VerifyReport(_Record):
+    status: VerifyStatus
+    environment: str
+    distribution: str
+    commit: str | None = None
+    requested_ref: str | None = None
+    version: str | None = None
+    identity_digest: str | None = None
+    files_checked: int = 0
+    differences: list[FieldDiff] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+
+    @property
+    def exit_code(self) -> ExitCode:
+        if self.status == "verified":
+            return ExitCode.OK
+        if self.status in ("no-engine", "no-record"):
+            return ExitCode.NOTHING_INSTALLED
+        return ExitCode.REFUSED
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def identity_fields(
+    source: SourceIdentity, build: BuildIdentity, environment: EnvironmentInfo
+) -> dict[str, Any]:
+    """The resume-relevant fields. The requested ref, paths and times are not identity: the
+    same commit installed through another branch name is the same engine build."""
+    return {
+        "source": source.model_dump(exclude={"requested_ref"}),
+        "build": build.model_dump(),
+        "environment": environment.model_dump(),
+    }
+
+
+def canonical_json(value: Any) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def compute_identity_digest(
+    source: SourceIdentity, build: BuildIdentity, environment: EnvironmentInfo
+) -> str:
+    return hashlib.sha256(canonical_json(identity_fields(source, build, environment))).hexdigest()
+
+
+def flatten(value: Any, prefix: str = "") -> dict[str, str | None]:
+    """Nested dict -> {'a.b': 'str'} for field-level comparisons."""
+    if isinstance(value, dict):
+        out: dict[str, str | None] = {}
+        for key, item in value.items():
+            out.update(flatten(item, f"{prefix}.{key}" if prefix else str(key)))
+        return out
+    return {prefix: None if value is None else str(value)}
+
+
+def diff_fields(recorded: dict[str, Any], found: dict[str, Any]) -> list[FieldDiff]:
+    left, right = flatten(recorded), flatten(found)
+    return [
+        FieldDiff(field=key, recorded=left.get(key), found=right.get(key))
+        for key in sorted(set(left) | set(right))
+        if left.get(key) != right.get(key)
+    ]
+
+
+def environment_info(probe: Probe, direct_dependencies: list[str]) -> EnvironmentInfo:
+    return EnvironmentInfo(
+        python_version=probe.python_version,
+        implementation=probe.implementation,
+        platform=probe.platform,
+        dependencies={name: probe.versions.get(name) for name in sorted(direct_dependencies)},
+        watched={name: probe.versions.get(name) for name in WATCHED_PACKAGES},
+        torch_cuda=probe.torch_cuda if "torch" in probe.versions else None,
+    )
+
+
+def direct_dependency_names(requires: tuple[str, ...] | list[str]) -> list[str]:
+    names = set()
+    for spec in requires:
+        try:
+            req = Requirement(spec)
+        except InvalidRequirement:
+            continue
+        if req.marker is None or "extra" not in str(req.marker):
+            names.add(canonicalize_name(req.name))
+    return sorted(names)
+
+
+# --------------------------------------------------------------------------------------------
+# The store kept with the environment
+
+
+class RecordStore:
+    """`<sys.prefix>/.automl-setup/`: record, history, wheel RECORDs, journal, lock."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.dir = state_dir
+        self.record_path = state_dir / "engine-record.json"
+        self.history_path = state_dir / "history.jsonl"
+        self.journal_path = state_dir / "journal.json"
+        self.lock_path = state_dir / "lock"
+        self.wheel_records = state_dir / "wheel-records"
+        self.transactions = state_dir / "transactions"
+
+    def read_record(self) -> InstallRecord | None:
+        if not self.record_path.exists():
+            return None
+        try:
+            return InstallRecord.model_validate_json(self.record_path.read_bytes())
+        except ValidationError as exc:
+            raise SetupError(
+                "read record",
+                f"{self.record_path} is not a valid install record ({exc.error_count()} errors)",
+                "the record was edited or damaged; reinstall into a fresh environment",
+            ) from None
+
+    def write_record(self, record: InstallRecord) -> None:
+        atomic_write_bytes(self.record_path, record.model_dump_json(indent=2).encode() + b"\n")
+
+    def wheel_record_path(self, digest: str) -> Path:
+        return self.wheel_records / f"{digest}.RECORD"
+
+    def store_wheel_record(self, text: str) -> None:
+        data = text.encode("utf-8")
+        path = self.wheel_record_path(hashlib.sha256(data).hexdigest())
+        if not path.exists():  # content-addressed: never rewritten with other bytes
+            atomic_write_bytes(path, data)
+
+    def append_history(self, entry: HistoryEntry) -> None:
+        append_json_line(self.history_path, entry.model_dump())
+
+    def read_history(self) -> tuple[list[HistoryEntry], int | None]:
+        lines = read_json_lines(self.history_path, what="install history")
+        return [HistoryEntry.model_validate(e) for e in lines.entries], lines.torn_line
+
+    def journal(self) -> dict[str, Any] | None:
+        if not self.journal_path.exists():
+            return None
+        try:
+            return dict(json.loads(self.journal_path.read_bytes()))
+        except ValueError:
+            return {"txid": "unknown", "damaged": True}
+
+
+# --------------------------------------------------------------------------------------------
+# Verification
+
+
+def parse_record_csv(text: str) -> list[tuple[str, str, str]]:
+    return [(row[0], row[1], row[2]) for row in csv.reader(io.StringIO(text)) if len(row) >= 3]
+
+
+def check_direct_url(raw: str | None, source: SourceIdentity) -> list[FieldDiff]:
+    if raw is None:
+        return [FieldDiff(field="direct_url.json", recorded="present", found="missing")]
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return [FieldDiff(field="direct_url.json", recorded="valid JSON", found="unparsable")]
+    vcs = data.get("vcs_info") or {}
+    found = {
+        "source.repository": data.get("url"),
+        "source.commit": vcs.get("commit_id"),
+        "source.subdirectory": data.get("subdirectory") or ".",
+        "direct_url.vcs": vcs.get("vcs"),
+    }
+    recorded = {
+        "source.repository": source.repository,
+        "source.commit": source.commit,
+        "source.subdirectory": source.subdirectory,
+        "direct_url.vcs": "git",
+    }
+    return diff_fields(recorded, found)
+
+
+def check_installed_files(dist_info: Path) -> tuple[int, list[FieldDiff], dict[str, str]]:
+    """Every file RECORD lists with a hash must hash the same on disk."""
+    root = dist_info.parent
+    record_file = dist_info / "RECORD"
+    if not record_file.exists():
+        return 0, [FieldDiff(field="RECORD", recorded="present", found="missing")], {}
+    rows = parse_record_csv(record_file.read_text(encoding="utf-8"))
+    diffs, hashes, checked = [], {}, 0
+    for path, expected, _size in rows:
+        if not expected:
+            continue
+        hashes[path] = expected
+        target = Path(os.path.normpath(root / path))
+        checked += 1
+        try:
+            actual = record_hash(target.read_bytes())
+        except OSError:
+            actual = "missing"
+        if actual != expected:
+            diffs.append(FieldDiff(field=f"file {path}", recorded=expected, found=actual))
+    return checked, diffs, hashes
+
+
+def check_wheel_files(
+    store: RecordStore, build: BuildIdentity, installed: dict[str, str]
+) -> list[FieldDiff]:
+    """The installed RECORD must carry every file of the wheel that was built, unchanged."""
+    path = store.wheel_record_path(build.record_digest)
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return [FieldDiff(field="build.record_digest", recorded=build.record_digest, found=None)]
+    found_digest = hashlib.sha256(data).hexdigest()
+    if found_digest != build.record_digest:
+        return [
+            FieldDiff(field="build.record_digest", recorded=build.record_digest, found=found_digest)
+        ]
+    diffs = []
+    for name, expected, _size in parse_record_csv(data.decode("utf-8")):
+        if not expected or ".data/" in name:  # installers relocate .data entries
+            continue
+        if installed.get(name) != expected:
+            diffs.append(
+                FieldDiff(field=f"wheel file {name}", recorded=expected, found=installed.get(name))
+            )
+    return diffs
+
+
+def verify_environment(
+    env: TargetEnv, distribution: str, pending: InstallRecord | None = None
+) -> VerifyReport:
+    """Installed engine vs its record: direct_url.json, RECORD hashes, wheel files, digest.
+
+    `pending` is the record an install is about to write; it is checked before it is stored."""
+    store = RecordStore(env.state_dir)
+    base = {"environment": str(env.prefix), "distribution": distribution}
+    journal = store.journal()
+    if journal is not None and pending is None:
+        return VerifyReport(
+            status="interrupted",
+            **base,
+            notes=[
+                f"an install (transaction {journal.get('txid')}) into this environment did not "
+                "finish; run `automl-setup repair --python "
+                f"{env.prefix}` to roll it back, or run the install again"
+            ],
+        )
+    record = pending or store.read_record()
+    dist_name = record.build.distribution if record else distribution
+    probe = env.probe([dist_name])
+    installed = probe.dists.get(dist_name)
+    if installed is None:
+        return VerifyReport(
+            status="no-engine",
+            **{**base, "distribution": dist_name},
+            notes=[f"{dist_name} is not installed in {env.prefix}"]
+            + ([f"a record exists for commit {record.source.commit}"] if record else []),
+        )
+    if record is None:
+        return VerifyReport(
+            status="no-record",
+            **base,
+            version=installed.version,
+            notes=[
+                f"{installed.name} {installed.version} is installed without an automl-setup "
+                f"record (installer: {installed.installer or 'unknown'}); its source is unproven"
+            ],
+        )
+    diffs = check_direct_url(installed.direct_url, record.source)
+    if installed.version != record.build.version:
+        diffs.append(
+            FieldDiff(field="build.version", recorded=record.build.version, found=installed.version)
+        )
+    checked, file_diffs, hashes = (
+        check_installed_files(installed.dist_info) if installed.dist_info else (0, [], {})
+    )
+    diffs += file_diffs
+    diffs += check_wheel_files(store, record.build, hashes)
+    digest = compute_identity_digest(record.source, record.build, record.environment)
+    if digest != record.identity_digest:
+        diffs.append(
+            FieldDiff(field="identity_digest", recorded=record.identity_digest, found=digest)
+        )
+    env_now = environment_info(probe, list(record.environment.dependencies))
+    drift = diff_fields(record.environment.model_dump(), env_now.model_dump())
+    notes = [
+        f"environment changed since install: {d.field} {d.recorded} -> {d.found}" for d in drift
+    ]
+    return VerifyReport(
+        status="mismatch" if diffs else "verified",
+        **{**base, "distribution": dist_name},
+        commit=record.source.commit,
+        requested_ref=record.source.requested_ref,
+        version=record.build.version,
+        identity_digest=record.identity_digest,
+        files_checked=checked,
+        differences=diffs,
+        notes=notes,
+    )

@@ -1,0 +1,1 @@
+"""Workloads shipped with the engine, runnable as `python -m automl_refengine.workloads.X`."""

@@ -1,0 +1,51 @@
+"""JSON Schemas of the record formats, generated from the pydantic models (the single source).
+
+`python -m mcp_server.schemagen` rewrites `mcp_server/schemas/*.schema.json`; a test fails when
+a committed schema differs from what the models generate.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from mcp_server.provenance import HistoryEntry, InstallRecord, VerifyReport
+
+SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
+
+
+def record_models() -> dict[str, type[BaseModel]]:
+    """File name -> model, for every record automl-setup writes or returns."""
+    from mcp_server.experiments import AttemptEntry, Binding
+
+    return {
+        "install-record.schema.json": InstallRecord,
+        "install-history-entry.schema.json": HistoryEntry,
+        "verify-report.schema.json": VerifyReport,
+        "experiment-binding.schema.json": Binding,
+        "experiment-attempt.schema.json": AttemptEntry,
+    }
+
+
+def render(model: type[BaseModel]) -> str:
+    schema = model.model_json_schema()
+    schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
+    return json.dumps(schema, indent=2, sort_keys=True) + "\n"
+
+
+def write_all(directory: Path = SCHEMA_DIR) -> list[Path]:
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, model in record_models().items():
+        path = directory / name
+        path.write_text(render(model), encoding="utf-8")
+        written.append(path)
+    return written
+
+
+if __name__ == "__main__":
+    for path in write_all():
+        print(path, file=sys.stderr)
