@@ -295,6 +295,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workdir", type=Path, help="where to put everything (default: a temp dir)")
     p.set_defaults(handler=cmd_demo, json=False)
 
+    # Listed for --help only: main() hands `skills ...` to the skills command before parsing.
+    sub.add_parser("skills", help="skills sync|check|manifest|links (see `skills --help`)")
+
     p = sub.add_parser("mcp", help="run the MCP server over stdio (same as automl-setup-mcp)")
     p.set_defaults(handler=None)
 
@@ -312,6 +315,11 @@ def _dump(payload: BaseModel | dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["skills"]:
+        from mcp_server.skills import cli_main
+
+        return cli_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "mcp":

@@ -55,7 +55,8 @@ def torch_cuda():
         except OSError:
             continue
         m = re.search(r"^cuda\s*(?::\s*[^=]+)?=\s*(.+)$", text, re.M)
-        return m.group(1).strip().strip("'\"") if m else None
+        value = m.group(1).strip().strip("'\"") if m else "None"
+        return None if value == "None" else value
     return None
 
 names = json.loads(sys.argv[1])

@@ -50,7 +50,10 @@ def test_plan_leaves_an_existing_experiment_byte_identical(finished: tuple[Path,
     plan = json.loads(result.stdout)
     assert plan["run_would_refuse"] is True
     assert [t["index"] for t in plan["trials"]] == [0, 1, 2]
-    assert plan["trials"][0]["argv"][-4:-2] == ["--out", str(workspace / "exp" / "trial-00000" / "metrics.json")]
+    assert plan["trials"][0]["argv"][-4:-2] == [
+        "--out",
+        str(workspace / "exp" / "trial-00000" / "metrics.json"),
+    ]
     assert snapshot(workspace) == before
 
 

@@ -44,7 +44,12 @@ def test_example_manifest_runs_to_completion(tmp_path: Path) -> None:
     offset = {"adam": 0.0, "sgd": 0.05, "rmsprop": 0.1}[best["params"]["opt"]]
     assert best["value"] == pytest.approx((x - 0.3) ** 2 + (y + 0.1) ** 2 + offset)
     trial = root / "trial-00000"
-    assert {p.name for p in trial.iterdir()} == {"params.json", "stdout.log", "stderr.log", "metrics.json"}
+    assert {p.name for p in trial.iterdir()} == {
+        "params.json",
+        "stdout.log",
+        "stderr.log",
+        "metrics.json",
+    }
     state = json.loads((root / "state.json").read_text())
     assert state["ledger_events"] == len(ledger(tmp_path / "ws", "quadratic-demo"))
     assert not (root / "controller.json").exists()
@@ -65,6 +70,21 @@ def test_grid_runs_exactly_the_planned_grid(tmp_path: Path) -> None:
     assert [e["params"] for e in events(tmp_path / "ws", "trial_started")] == planned
     assert len(planned) == 6
     assert result["status"]["best"]["params"] == {"x": 0.3, "y": -0.1}
+
+
+def test_maximize_keeps_the_largest_value_and_the_earliest_on_ties(tmp_path: Path) -> None:
+    parameters = {
+        "x": {"type": "int", "low": 1, "high": 3},
+        "opt": {"type": "categorical", "choices": ["good", "also-good"]},
+    }
+    argv = ["{python}", "-c", FAIL_ON_BAD, "{params_json}"]
+    data = manifest_data(algorithm="grid", max_trials=10, parameters=parameters, argv=argv)
+    data["search"]["objective"]["direction"] = "maximize"
+    code, result = run(write_manifest(tmp_path / "m.yaml", data), tmp_path / "ws")
+    assert code == 0, result
+    best = result["status"]["best"]
+    # Grid order is (opt, x) with x fastest: trial 2 is the first with x == 3.
+    assert (best["index"], best["value"], best["direction"]) == (2, 3.0, "maximize")
 
 
 def test_failed_trials_count_against_the_budget(tmp_path: Path) -> None:
@@ -180,7 +200,9 @@ def test_a_second_controller_is_refused_while_the_first_runs(tmp_path: Path) -> 
     first = start_engine("run", "--manifest", manifest, "--workspace", tmp_path / "ws", "--approve")
     try:
         wait_for(lambda: trial_started(tmp_path / "ws", 0))
-        second = engine("resume", "--manifest", manifest, "--workspace", tmp_path / "ws", "--approve")
+        second = engine(
+            "resume", "--manifest", manifest, "--workspace", tmp_path / "ws", "--approve"
+        )
         assert second.returncode == 1
         assert "only one controller per experiment" in second.stderr
         assert status(tmp_path / "ws")["state"] == "running"

@@ -51,8 +51,7 @@ def test_grid_enumerates_the_product_in_name_order_last_fastest(tmp_path: Path) 
     }
     trials = planned(tmp_path, algorithm="grid", max_trials=100, parameters=parameters)
     expected = [
-        {"a": a, "b": b, "c": c}
-        for a, b, c in itertools.product([1, 2, 3], ["p", "q"], [0.0, 1.0])
+        {"a": a, "b": b, "c": c} for a, b, c in itertools.product([1, 2, 3], ["p", "q"], [0.0, 1.0])
     ]
     assert trials == expected  # 12 < max_trials: the grid ends the plan
 

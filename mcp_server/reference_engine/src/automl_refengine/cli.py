@@ -171,8 +171,8 @@ def _cmd_logs(args: argparse.Namespace) -> tuple[int, Any, str]:
         if args.trial < 0:
             raise InvalidInput("--trial must be 0 or more")
         logs = trial_logs(paths, args.trial)
-        text = f"== {logs.trial_dir}/stdout.log ==\n{logs.stdout}== stderr.log ==\n{logs.stderr}"
-        return ExitCode.OK, asdict(logs), text.rstrip("\n")
+        parts = [f"== {logs.trial_dir}/stdout.log ==", logs.stdout, "== stderr.log ==", logs.stderr]
+        return ExitCode.OK, asdict(logs), "\n".join(part.rstrip("\n") for part in parts)
     events = [event.model_dump(mode="json") for event in read_ledger(paths)]
     return ExitCode.OK, {"events": events}, "\n".join(_format_event(e) for e in events)
 

@@ -68,6 +68,9 @@ class ExperimentPaths:
     def trial_dir(self, index: int) -> Path:
         return self.root / f"trial-{index:05d}"
 
+    def params_file(self, index: int) -> Path:
+        return self.trial_dir(index) / "params.json"
+
     def holds_state(self) -> bool:
         """True when the directory holds anything but a lock file."""
         if not self.root.is_dir():

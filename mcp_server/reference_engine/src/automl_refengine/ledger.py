@@ -7,7 +7,8 @@ controller started), which is how total elapsed time survives restarts and SIGKI
 
 Reading never repairs: a last line without its newline is a torn append and is
 reported with its line number and byte offset; any undecodable or out-of-order line
-is corruption. Both refuse.
+is corruption. Both refuse. Only the read-only views of a running experiment skip a
+partial last line: there it is an append still in progress.
 """
 
 from __future__ import annotations
@@ -107,12 +108,15 @@ _EVENT = TypeAdapter(Event)
 E = TypeVar("E", bound=_Event)
 
 
-def read_events(path: Path) -> list[Event]:
+def read_events(path: Path, *, live_writer: bool = False) -> list[Event]:
+    """All events; `live_writer` (a running controller may be mid-append) skips a partial tail."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         raise CorruptState(f"ledger {path} is missing") from None
     lines = data.split(b"\n")
+    if lines[-1] and live_writer:
+        lines[-1] = b""
     if lines[-1]:
         number = len(lines)
         offset = len(data) - len(lines[-1])

@@ -153,6 +153,8 @@ class Workload(_Strict):
     def _check(self) -> Workload:
         if not self.argv[0]:
             raise ValueError("argv[0] must not be empty")
+        if any("\0" in arg for arg in [*self.argv, self.metrics_file]):
+            raise ValueError("argv and metrics_file must not contain NUL characters")
         for arg in self.argv:
             for name in _PLACEHOLDER.findall(arg):
                 if name not in PLACEHOLDERS:

@@ -10,6 +10,7 @@ from automl_refengine.layout import ExperimentPaths, live_controller_pid, read_r
 from automl_refengine.ledger import Event, read_events
 from automl_refengine.search import planned_trial_count
 from automl_refengine.state import ExperimentState, replay
+from automl_refengine.trial import STDERR_LOG, STDOUT_LOG
 
 
 def _require_experiment(paths: ExperimentPaths) -> None:
@@ -21,9 +22,10 @@ def status_report(paths: ExperimentPaths, state: ExperimentState | None = None) 
     """Status replayed from the ledger; `state` skips the replay when the caller has it."""
     _require_experiment(paths)
     manifest = read_recorded_manifest(paths)
-    if state is None:
-        state = replay(read_events(paths.ledger), paths.experiment_id, manifest.search.objective)
     pid = live_controller_pid(paths)
+    if state is None:
+        events = read_events(paths.ledger, live_writer=pid is not None)
+        state = replay(events, paths.experiment_id, manifest.search.objective)
     current, stop_reason = state.state, state.stop_reason
     if current == "running" and pid is None:
         # The ledger says running but nobody is: the controller was killed.
@@ -50,7 +52,7 @@ def status_report(paths: ExperimentPaths, state: ExperimentState | None = None) 
 
 def read_ledger(paths: ExperimentPaths) -> list[Event]:
     _require_experiment(paths)
-    return read_events(paths.ledger)
+    return read_events(paths.ledger, live_writer=live_controller_pid(paths) is not None)
 
 
 @dataclass(frozen=True)
@@ -72,4 +74,4 @@ def trial_logs(paths: ExperimentPaths, index: int) -> TrialLogs:
         path = trial_dir / name
         return path.read_text(errors="replace") if path.exists() else ""
 
-    return TrialLogs(index, str(trial_dir), text("stdout.log"), text("stderr.log"))
+    return TrialLogs(index, str(trial_dir), text(STDOUT_LOG), text(STDERR_LOG))

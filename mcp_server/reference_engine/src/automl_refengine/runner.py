@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, Literal
 
 from automl_refengine import __version__
 from automl_refengine.durable import atomic_write_json, fsync_dir
@@ -102,8 +102,7 @@ def plan(manifest: Manifest, workspace: Path) -> list[PlannedTrial]:
     for index in range(planned_trial_count(manifest.search)):
         params = trial_params(manifest.search, index)
         assert params is not None  # planned_trial_count stops at the end of a grid
-        trial_dir = paths.trial_dir(index)
-        argv = expand_argv(manifest.workload.argv, trial_dir, trial_dir / "params.json")
+        argv = expand_argv(manifest.workload.argv, paths.trial_dir(index), paths.params_file(index))
         planned.append(PlannedTrial(index, params, argv))
     return planned
 
@@ -158,7 +157,7 @@ class _Controller:
         assert self.state is not None
         return self.state.elapsed_before_session_s + (time.monotonic() - self.started)
 
-    def drive(self, mode: str) -> RunResult:
+    def drive(self, mode: Literal["run", "resume"]) -> RunResult:
         handlers = {
             sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)
         }
@@ -199,6 +198,7 @@ class _Controller:
             )
 
     def _loop(self) -> RunResult:
+        """Launch trials until a stop request, the budget or the grid ends the session."""
         search = self.manifest.search
         while True:
             assert self.state is not None
@@ -236,7 +236,7 @@ class _Controller:
         if trial_dir.exists():
             self._set_aside(trial_dir)
         trial_dir.mkdir()
-        params_path = trial_dir / "params.json"
+        params_path = self.paths.params_file(index)
         atomic_write_json(params_path, params)
         argv = expand_argv(self.manifest.workload.argv, trial_dir, params_path)
         started = time.monotonic()
@@ -303,16 +303,18 @@ class _Controller:
         return RunResult(self.state, ExitCode.REFUSED, "experiment cancelled")
 
 
-def run_experiment(manifest: Manifest, workspace: Path, progress: Progress) -> RunResult:
-    paths = ExperimentPaths(workspace, manifest.search.experiment_id)
+def _refuse_if_holds_state(paths: ExperimentPaths) -> None:
     if paths.holds_state():
         raise Refused(f"{paths.root} already holds an experiment; use `resume` to continue it")
+
+
+def run_experiment(manifest: Manifest, workspace: Path, progress: Progress) -> RunResult:
+    paths = ExperimentPaths(workspace, manifest.search.experiment_id)
+    _refuse_if_holds_state(paths)
     paths.root.mkdir(parents=True, exist_ok=True)
     lock = ExperimentLock(paths.lock, create=True)
     try:
-        # Checked again under the lock: another `run` may have won the race.
-        if paths.holds_state():
-            raise Refused(f"{paths.root} already holds an experiment; use `resume` to continue it")
+        _refuse_if_holds_state(paths)  # again under the lock: another `run` may have won
         write_recorded_manifest(paths, manifest)
         ledger = LedgerWriter(paths.ledger, next_seq=1)
         return _Controller(paths, manifest, None, ledger, progress).drive("run")
@@ -419,6 +421,8 @@ def resume_experiment(manifest: Manifest, workspace: Path, progress: Progress) -
 
 def cancel_experiment(paths: ExperimentPaths) -> str:
     """Cancel durably: cancel.json, then either record it or have the live controller do so."""
+    if not paths.manifest.exists():
+        raise Refused(f"no experiment {paths.experiment_id!r} in {paths.workspace}")
     manifest = read_recorded_manifest(paths)
     try:
         lock = ExperimentLock(paths.lock, create=False)

@@ -25,6 +25,7 @@ BASE_ENV = ("PATH", "HOME", "LANG")
 KILL_GRACE_S = 2.0  # between SIGTERM and SIGKILL to the trial's group
 POLL_S = 0.02
 MAX_METRICS_BYTES = 1_000_000
+STDOUT_LOG, STDERR_LOG = "stdout.log", "stderr.log"
 
 StopRequest = Literal["signal", "cancel"]
 Reason = Literal[
@@ -57,7 +58,7 @@ def trial_env(pass_env: list[str]) -> dict[str, str]:
 
 def launch(argv: list[str], trial_dir: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
     """Start the trial; raises OSError when argv[0] cannot be executed."""
-    with (trial_dir / "stdout.log").open("wb") as out, (trial_dir / "stderr.log").open("wb") as err:
+    with (trial_dir / STDOUT_LOG).open("wb") as out, (trial_dir / STDERR_LOG).open("wb") as err:
         return subprocess.Popen(
             argv,
             cwd=trial_dir,
