@@ -42,8 +42,23 @@ FILE_MB = 8  # size of each random blob file
 BLOB_FOLDERS = ("datasets", "checkpoints", "media", "vendor", "third_party", "assets")
 DELETED_FOLDERS = BLOB_FOLDERS[:3]  # removed again before the engine commit: history only
 MONOREPO_FORMAT = 1  # bump when the generated layout changes, so old caches are not reused
-WRAP = {"break_long_words": False, "break_on_hyphens": False}  # keep paths and commands whole
 SERVED_CONFIG = {"uploadpack.allowFilter": "true", "uploadpack.allowAnySHA1InWant": "true"}
+
+
+def wrap(text: str, first: str = "", rest: str = "  ") -> str:
+    """Wrapped for a terminal, without splitting paths or commands at hyphens."""
+    return textwrap.fill(
+        text,
+        width=100,
+        initial_indent=first,
+        subsequent_indent=rest,
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+
+
+def load_average() -> str:
+    return f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs"
 
 
 def fairness_notes(cache_dir: Path, runs: int, *, online: bool) -> list[str]:
@@ -203,14 +218,16 @@ class Bench:
             env["UV_OFFLINE"] = "1"
         return env
 
-    def reset_git_cache(self) -> None:
-        """Untimed, before every run of either side: uv must fetch and build the commit."""
+    def reset(self) -> None:
+        """Untimed, before every run of either side: uv must fetch and build the commit, and
+        no write-back left by the previous run (hundreds of MB in b) lands in the next one."""
         run(
             [self.uv, "cache", "clean", "--quiet", REFERENCE_DISTRIBUTION],
             env=self.environment(warm_up=True),
         )
         for path in self.cache_dir.glob("git-v*"):
             shutil.rmtree(path)
+        os.sync()
 
     def check_git_cache_used(self) -> None:
         """The reset above is only meaningful if uv keeps its git checkouts there."""
@@ -261,13 +278,13 @@ class Bench:
             "raw uv": self.raw_uv,
         }
         for side in sides.values():
-            self.reset_git_cache()
+            self.reset()
             side(scenario, warm_up=True)
         times: dict[str, list[float]] = {name: [] for name in sides}
         for index in range(runs):
             order = list(sides) if index % 2 == 0 else list(reversed(sides))
             for name in order:
-                self.reset_git_cache()
+                self.reset()
                 times[name].append(sides[name](scenario))
             shown = ", ".join(f"{name} {times[name][-1]:.2f} s" for name in sides)
             print(f"  {scenario.key} run {index + 1}/{runs}: {shown}", flush=True)
@@ -308,7 +325,7 @@ def print_table(results: list[Result]) -> None:
             f"note {r.scenario.key}: raw uv re-installing a commit it already fetched and built "
             f"(its git cache warm) takes {r.raw_uv_cached:.2f} s; not the comparison above"
         )
-        print(textwrap.fill(note, width=100, subsequent_indent="  ", **WRAP))
+        print(wrap(note))
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -352,12 +369,10 @@ def main(argv: list[str] | None = None) -> int:
     cache_dir: Path = (args.cache_dir or workdir / "uv-cache").absolute()
     bench = Bench(workdir, cache_dir, offline=not args.online)
     print(f"{uv_version()}, {run(['git', '--version'])}, Python {sys.version.split()[0]}")
-    print(f"workdir {workdir}")
+    print(f"workdir {workdir}; {load_average()} at the start")
     print("fairness:")
     for note in fairness_notes(cache_dir, args.runs, online=args.online):
-        print(
-            textwrap.fill(note, width=100, initial_indent="  - ", subsequent_indent="    ", **WRAP)
-        )
+        print(wrap(note, "  - ", "    "))
     scenarios: list[Scenario] = []
     try:
         if args.only in (None, "a"):
@@ -381,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(workdir, ignore_errors=True)
         else:
             shutil.rmtree(workdir / "envs", ignore_errors=True)
-    print()
+    print(f"\n{load_average()} at the end (other work on the machine widens the spread)")
     print_table(results)
     return 0
 

@@ -77,6 +77,7 @@ class WheelMetadata:
     name: str
     version: str
     requires_dist: tuple[str, ...]
+    provides_extra: tuple[str, ...]
     dist_info: str  # e.g. automl_refengine-0.1.0.dist-info
     record_text: str  # the wheel's RECORD, as bytes decoded UTF-8
 
@@ -159,13 +160,17 @@ def read_wheel_metadata(wheel: Path) -> WheelMetadata:
         name=str(headers.get("Name", "")),
         version=str(headers.get("Version", "")),
         requires_dist=tuple(str(v) for v in headers.get_all("Requires-Dist") or ()),
+        provides_extra=tuple(str(v) for v in headers.get_all("Provides-Extra") or ()),
         dist_info=dist_info,
         record_text=record,
     )
 
 
-def check_wheel_metadata(meta: WheelMetadata, profile: EngineProfile) -> None:
-    """The wheel must be the profile's distribution, at a version inside the requirement."""
+def check_wheel_metadata(
+    meta: WheelMetadata, profile: EngineProfile, extras: list[str] | None = None
+) -> None:
+    """The wheel must be the profile's distribution, at a version inside the requirement,
+    and provide every extra asked for (uv would only warn and install without it)."""
     step = "check"
     found = canonicalize_name(meta.name)
     if found != profile.canonical_distribution:
@@ -193,4 +198,13 @@ def check_wheel_metadata(meta: WheelMetadata, profile: EngineProfile) -> None:
             f"{meta.name} {version} does not satisfy the requirement {profile.requirement!r}; "
             "nothing was installed",
             "install a commit whose version matches, or change --requirement deliberately",
+        )
+    offered = {canonicalize_name(e) for e in meta.provides_extra}
+    missing = [e for e in extras or [] if canonicalize_name(e) not in offered]
+    if missing:
+        raise SetupError(
+            step,
+            f"{meta.name} {version} has no extra {', '.join(map(repr, missing))} "
+            f"(it provides: {', '.join(sorted(offered)) or 'none'}); nothing was installed",
+            "drop the --extra or pick one the engine provides",
         )

@@ -328,22 +328,30 @@ def main(argv: list[str] | None = None) -> int:
         return serve()
     as_json = getattr(args, "json", False)
     try:
+        return _run(args, as_json)
+    except BrokenPipeError:  # output piped into `head` and the like: not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return int(ExitCode.OK)
+
+
+def _error_payload(exc: SetupError) -> dict[str, Any]:
+    return {
+        "error": {
+            "step": exc.step,
+            "cause": exc.cause,
+            "remedy": exc.remedy,
+            "details": exc.details,
+            "exit_code": int(exc.exit_code),
+        }
+    }
+
+
+def _run(args: argparse.Namespace, as_json: bool) -> int:
+    try:
         outcome: Outcome = args.handler(args)
     except SetupError as exc:
         if as_json:
-            print(
-                _dump(
-                    {
-                        "error": {
-                            "step": exc.step,
-                            "cause": exc.cause,
-                            "remedy": exc.remedy,
-                            "details": exc.details,
-                            "exit_code": int(exc.exit_code),
-                        }
-                    }
-                )
-            )
+            print(_dump(_error_payload(exc)))
         print(f"error: {exc.full_text()}", file=sys.stderr)
         return int(exc.exit_code)
     except KeyboardInterrupt:
@@ -359,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         return int(ExitCode.REFUSED)
     if as_json or outcome.text:
-        print(_dump(outcome.payload) if as_json else outcome.text)
+        print(_dump(outcome.payload) if as_json else outcome.text, flush=True)
     return int(outcome.code)
 
 

@@ -40,6 +40,7 @@ from mcp_server.provenance import (
     InstallRecord,
     RecordStore,
     SourceIdentity,
+    compute_identity_digest,
     diff_fields,
     environment_info,
     identity_fields,
@@ -323,10 +324,15 @@ def _start(
     action: Literal["launch", "resume"],
     argv: list[str],
     env: TargetEnv,
-    record: InstallRecord,
+    binding: Binding,
     lock_fd: int,
     detach: bool,
 ) -> StartedEngine:
+    """Register with the environment (for the install guard), start the engine with the
+    controller lock, log the attempt; in the foreground, wait and log the exit too."""
+    register_experiment(
+        env.state_dir, files.experiment_id, files.workspace, binding.engine.identity_digest
+    )
     attempt = _attempt_number(files)
     log_path = files.log(attempt)
     proc = _spawn(argv, env, log_path, lock_fd)
@@ -336,7 +342,7 @@ def _start(
         outcome="accepted",
         pid=proc.pid,
         environment=str(env.prefix),
-        identity_digest=record.identity_digest,
+        identity_digest=binding.engine.identity_digest,
         log=str(log_path),
     )
     exit_code = None
@@ -352,8 +358,8 @@ def _start(
         log_path=str(log_path),
         binding_path=str(files.binding),
         attempts_path=str(files.attempts),
-        engine_commit=record.source.commit,
-        identity_digest=record.identity_digest,
+        engine_commit=binding.engine.source.commit,
+        identity_digest=binding.engine.identity_digest,
     )
 
 
@@ -368,13 +374,16 @@ def launch_experiment(
     files = ExperimentFiles(_workspace(workspace), experiment_id)
     env = locate(python)
     if files.engine_dir.exists() or files.dir.exists():
-        raise SetupError(
+        refusal = SetupError(
             "launch",
             f"experiment {experiment_id} already exists in {files.workspace}",
             f"continue it with `automl-setup resume --experiment-id {experiment_id} "
             f"--workspace {files.workspace} --manifest {manifest_path} --python {env.prefix}`, "
             "or give the new experiment another id",
         )
+        if files.dir.is_dir():  # an experiment of ours: its ledger records the refusal
+            _log_attempt(files, action="launch", outcome="refused", reason=refusal.message)
+        raise refusal
     store = RecordStore(env.state_dir)
     with exclusive_lock(store.lock_path, step="launch", holder=f"environment {env.prefix}"):
         record = _verified_record(env, "launch")
@@ -389,16 +398,20 @@ def launch_experiment(
             argv = [str(script), "run", "--manifest", str(manifest_path)]
             argv += ["--workspace", str(files.workspace), "--approve"]
             probe = env.probe([record.build.distribution])
+            env_now = environment_info(probe, list(record.environment.dependencies))
+            # The binding's identity is the build plus the environment as it is now (it may
+            # have drifted since install; the digest must match the fields it is bound to).
+            digest = compute_identity_digest(record.source, record.build, env_now)
             binding = Binding(
                 experiment_id=experiment_id,
                 workspace=str(files.workspace),
                 manifest_path=str(manifest_path),
                 manifest_sha256=hashlib.sha256(manifest_bytes).hexdigest(),
                 engine=EngineBinding(
-                    identity_digest=record.identity_digest,
+                    identity_digest=digest,
                     source=record.source,
                     build=record.build,
-                    environment=environment_info(probe, list(record.environment.dependencies)),
+                    environment=env_now,
                     environment_path=str(env.prefix),
                     interpreter=str(env.interpreter),
                     cli=cli,
@@ -409,10 +422,7 @@ def launch_experiment(
                 tool_version=__version__,
             )
             exclusive_create(files.binding, binding.model_dump_json(indent=2).encode() + b"\n")
-            register_experiment(
-                env.state_dir, experiment_id, files.workspace, record.identity_digest
-            )
-            return _start(files, "launch", argv, env, record, lock_fd, detach)
+            return _start(files, "launch", argv, env, binding, lock_fd, detach)
 
 
 # --------------------------------------------------------------------------------------------
@@ -437,7 +447,7 @@ def read_binding(files: ExperimentFiles) -> Binding:
         ) from None
 
 
-def recreate_commands(binding: Binding, manifest: str) -> list[str]:
+def recreate_commands(binding: Binding, manifest: Path) -> list[str]:
     """The exact commands that rebuild the recorded engine in a separate environment and
     resume there."""
     src, build = binding.engine.source, binding.engine.build
@@ -450,7 +460,7 @@ def recreate_commands(binding: Binding, manifest: str) -> list[str]:
     ]  # fmt: skip
     resume = [
         "automl-setup", "resume", "--experiment-id", binding.experiment_id,
-        "--workspace", binding.workspace, "--manifest", manifest, "--python", new_env,
+        "--workspace", binding.workspace, "--manifest", str(manifest), "--python", new_env,
     ]  # fmt: skip
     return [shlex.join(install), shlex.join(resume)]
 
@@ -511,7 +521,7 @@ def _resume_locked(
     detach: bool,
     lock_fd: int,
 ) -> StartedEngine:
-    recreate = recreate_commands(binding, manifest)
+    recreate = recreate_commands(binding, Path(manifest).expanduser().resolve())
     remedy = "recreate the recorded engine in a separate environment and resume there:\n    " + (
         "\n    ".join(recreate)
     )
@@ -559,16 +569,20 @@ def _resume_locked(
         _cli, script = _engine_script(env, record)
         argv = [str(script), "resume", "--manifest", str(manifest_path)]
         argv += ["--workspace", str(files.workspace), "--approve"]
-        return _start(files, "resume", argv, env, record, lock_fd, detach)
+        return _start(files, "resume", argv, env, binding, lock_fd, detach)
 
 
 # --------------------------------------------------------------------------------------------
 # Status
 
 
-def engine_status(binding: Binding) -> tuple[dict[str, Any] | None, str | None]:
-    """The engine's own `status --json`, run from the bound environment (read-only)."""
-    script = Path(binding.engine.interpreter).parent / binding.engine.cli
+def engine_status(
+    binding: Binding, environment: str | None = None
+) -> tuple[dict[str, Any] | None, str | None]:
+    """The engine's own `status --json` (read-only), run from `environment` (where the
+    experiment last ran) or else from the environment it was launched in."""
+    scripts = Path(environment) / "bin" if environment else Path(binding.engine.interpreter).parent
+    script = scripts / binding.engine.cli
     argv = [str(script), "status", "--experiment-id", binding.experiment_id]
     argv += ["--workspace", binding.workspace, "--json"]
     try:
@@ -604,7 +618,10 @@ def experiment_status(experiment_id: str, workspace: str) -> ExperimentStatus:
     attempts = read_json_lines(files.attempts, what="attempts ledger")
     last = AttemptEntry.model_validate(attempts.entries[-1]) if attempts.entries else None
     running = lock_is_held(files)
-    data, problem = engine_status(binding)
+    accepted = [
+        e for e in attempts.entries if e.get("outcome") == "accepted" and e.get("environment")
+    ]
+    data, problem = engine_status(binding, accepted[-1]["environment"] if accepted else None)
     notes = [problem] if problem else []
     if attempts.torn_line:
         notes.append(f"attempts ledger line {attempts.torn_line} is torn (interrupted write)")

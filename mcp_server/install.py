@@ -147,7 +147,6 @@ def _install_locked(
         if repaired:
             progress("repair", repaired)
         previous = store.read_record()
-        _guard_bound_experiments(env, previous)
         progress("resolve", f"resolving {'refs/heads/' + branch if branch else commit}")
         requested_ref = None
         if branch is not None:
@@ -166,6 +165,7 @@ def _install_locked(
                     verify=report,
                     repaired=repaired,
                 )
+        _guard_bound_experiments(env, previous)
         with _work_dir() as work:
             progress("fetch", f"fetching {commit[:12]} ({profile.subdirectory})")
             fetched = fetch_commit(profile.repository, commit, profile.subdirectory, work / "src")
@@ -179,7 +179,7 @@ def _install_locked(
             )
             progress("build", f"{wheel.path.name} sha256 {wheel.sha256}")
             meta = read_wheel_metadata(wheel.path)
-            check_wheel_metadata(meta, profile)
+            check_wheel_metadata(meta, profile, extras)
             progress("check", f"{meta.name} {meta.version} satisfies {profile.requirement}")
             source = SourceIdentity(
                 repository=strip_credentials(profile.repository),
@@ -226,7 +226,7 @@ def _guard_bound_experiments(env: TargetEnv, previous: InstallRecord | None) -> 
         return
     from mcp_server.registry import unfinished_experiments
 
-    unfinished = unfinished_experiments(env.state_dir, previous.identity_digest)
+    unfinished = unfinished_experiments(env.state_dir)
     if unfinished:
         names = ", ".join(f"{e.experiment_id} ({e.workspace})" for e in unfinished)
         raise SetupError(
@@ -344,6 +344,7 @@ class Transaction:
             "pid": os.getpid(),
             "started": utc_now(),
             "commit": self.source.commit,
+            "requested_ref": self.source.requested_ref,
             "distribution": self.build.distribution,
             "previous_distribution": previous.name if previous is not None else None,
             "backup": saved,
@@ -403,7 +404,7 @@ class Transaction:
         installed = probe.dists[self.build.distribution]
         assert installed is not None
         environment: EnvironmentInfo = environment_info(
-            probe, direct_dependency_names(installed.requires)
+            probe, direct_dependency_names(installed.requires, self.extras)
         )
         install = InstallInfo(
             interpreter=str(self.env.interpreter),
@@ -501,7 +502,7 @@ def rollback(env: TargetEnv, store: RecordStore, journal: dict[str, Any], *, rea
             event="rolled-back",
             transaction=str(journal["txid"]),
             commit=commit,
-            requested_ref=None,
+            requested_ref=journal.get("requested_ref"),
             distribution=str(journal.get("distribution", "")),
             detail=redact_text(reason)[:500],
         )

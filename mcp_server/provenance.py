@@ -1,7 +1,7 @@
 """What was installed: identity models, the record store kept with the environment, verification.
 
 The pydantic models here are the single source of the record formats; the JSON Schemas in
-`mcp_server/schemas/` are generated from them (`python -m mcp_server.schemas`).
+`mcp_server/schemas/` are generated from them (`python -m mcp_server.schemagen`).
 """
 
 from __future__ import annotations
@@ -183,14 +183,22 @@ def environment_info(probe: Probe, direct_dependencies: list[str]) -> Environmen
     )
 
 
-def direct_dependency_names(requires: tuple[str, ...] | list[str]) -> list[str]:
+def direct_dependency_names(
+    requires: tuple[str, ...] | list[str], extras: list[str] | None = None
+) -> list[str]:
+    """Canonical names of the engine's requirements, except those of extras not installed.
+    Requirements behind other markers are kept: their version is recorded (null if absent)."""
     names = set()
     for spec in requires:
         try:
             req = Requirement(spec)
         except InvalidRequirement:
             continue
-        if req.marker is None or "extra" not in str(req.marker):
+        if (
+            req.marker is None
+            or "extra" not in str(req.marker)
+            or any(req.marker.evaluate({"extra": extra}) for extra in extras or [])
+        ):
             names.add(canonicalize_name(req.name))
     return sorted(names)
 

@@ -9,7 +9,7 @@ from urllib.parse import urlsplit, urlunsplit
 _USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/@\s]+)@")
 # ?access_token=..., &token=... and the like inside URLs.
 _QUERY_SECRET = re.compile(
-    r"(?P<key>[?&](?:access_token|private_token|token|password|passwd|secret|key|sig)=)[^&#\s]+",
+    r"(?P<key>[?&](?:access_token|private_token|token|password|passwd|secret|key|sig)=)[^&#\s'\"]+",
     re.IGNORECASE,
 )
 

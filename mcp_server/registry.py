@@ -53,20 +53,19 @@ def registered_experiments(state_dir: Path) -> list[RegisteredExperiment]:
     return out
 
 
-def unfinished_experiments(state_dir: Path, identity_digest: str) -> list[RegisteredExperiment]:
-    """Experiments bound to `identity_digest` here whose engine state is not finished. A deleted
-    workspace frees its experiment; a status that cannot be read keeps it bound."""
+def unfinished_experiments(state_dir: Path) -> list[RegisteredExperiment]:
+    """Experiments launched or resumed from this environment whose engine state is not
+    finished. A deleted workspace frees its experiment; a status that cannot be read keeps it
+    bound (any doubt refuses the swap)."""
     from mcp_server.experiments import ExperimentFiles, engine_status, read_binding
 
     unfinished = []
     for entry in registered_experiments(state_dir):
-        if entry.identity_digest not in (identity_digest, "*"):
-            continue
         files = ExperimentFiles(Path(entry.workspace), entry.experiment_id)
         if entry.identity_digest != "*" and not files.dir.exists():
             continue
         try:
-            status, _problem = engine_status(read_binding(files))
+            status, _problem = engine_status(read_binding(files), str(state_dir.parent))
         except SetupError:  # a binding that cannot be read keeps the experiment bound
             status = None
         if status is None or status.get("state") not in FINISHED_STATES:

@@ -197,8 +197,8 @@ class Reaper:
                 os.waitpid(pid, 0)
 
 
-@pytest.fixture
-def reaper() -> Iterator[Reaper]:
+def subreaper() -> Iterator[Reaper]:
+    """Make this process the child subreaper for the duration (a fixture body)."""
     libc = ctypes.CDLL(None, use_errno=True)
     assert libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0, ctypes.get_errno()
     reaper = Reaper()
@@ -207,6 +207,11 @@ def reaper() -> Iterator[Reaper]:
     finally:
         libc.prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
         reaper.cleanup()
+
+
+@pytest.fixture(name="reaper")
+def reaper_fixture() -> Iterator[Reaper]:
+    yield from subreaper()
 
 
 def launch_detached(exp: Experiment, reaper: Reaper) -> int:
@@ -234,8 +239,8 @@ def make_interrupted(
     return exp
 
 
-@pytest.fixture
-def interrupted(tmp_path: Path, installed_env: Path, reaper: Reaper) -> Experiment:
+@pytest.fixture(name="interrupted")
+def interrupted_fixture(tmp_path: Path, installed_env: Path, reaper: Reaper) -> Experiment:
     """An experiment launched on the `main` build and stopped by SIGTERM after one trial."""
     return make_interrupted(tmp_path, installed_env, reaper)
 

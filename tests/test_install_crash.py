@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -15,16 +16,39 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import engine_marker, env_snapshot, profile_args, run_cli
+from conftest import CliResult, engine_marker, env_snapshot, profile_args, run_cli
 
 from mcp_server.build import uv_binary
 from mcp_server.install import PAUSE_POINTS
-from mcp_server.sourcerepo import SourceRepository
+from mcp_server.sourcerepo import SourceRepository, reference_engine_source
 
 pytestmark = pytest.mark.slow
 
 HISTORY = ".automl-setup/history.jsonl"
 STATE = ".automl-setup"
+
+
+@pytest.fixture
+def source_repo(tmp_path: Path) -> SourceRepository:
+    """Overrides conftest's: `main` and `dev/next` that differ in more than their marker, so a
+    rollback has real work: a module only `main` has, a module only `dev/next` has, and a
+    dependency (pathspec) that only `dev/next` brings into the environment."""
+    repo = SourceRepository(tmp_path / "repo")
+    pkg = f"{repo.subdirectory}/src/automl_refengine"
+    repo.commit_engine("main", marker="main-1", files={f"{pkg}/only_in_main.py": "X = 1\n"})
+    pyproject = (reference_engine_source() / "pyproject.toml").read_text()
+    with_dep, count = re.subn(r"(?m)^dependencies = \[", 'dependencies = ["pathspec", ', pyproject)
+    assert count == 1
+    repo.commit_engine(
+        "dev/next",
+        base="main",
+        marker="dev-next-1",
+        files={
+            f"{repo.subdirectory}/pyproject.toml": with_dep,
+            f"{pkg}/only_in_dev.py": "Y = 2\n",
+        },
+    )
+    return repo
 
 
 class Install:
@@ -50,8 +74,10 @@ class Install:
             env["AUTOML_SETUP_PAUSE_FILE"] = str(self.marker)
         with self.log_path.open("wb") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "mcp_server.cli", "install", "--branch", branch]
-                + ["--python", str(env_dir), *profile_args(repo)],
+                [
+                    *(sys.executable, "-m", "mcp_server.cli", "install", "--branch", branch),
+                    *("--python", str(env_dir), *profile_args(repo)),
+                ],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -66,7 +92,9 @@ class Install:
         deadline = time.monotonic() + timeout
         while not self.marker.exists():
             if self.proc.poll() is not None:
-                pytest.fail(f"install exited ({self.proc.returncode}) before {point}:\n{self.log()}")
+                pytest.fail(
+                    f"install exited ({self.proc.returncode}) before {point}:\n{self.log()}"
+                )
             if time.monotonic() > deadline:
                 self.kill()
                 pytest.fail(f"install never reached {point}:\n{self.log()}")
@@ -99,6 +127,11 @@ def group_commands(pgid: int) -> list[str]:
     return out
 
 
+def site_packages(env_dir: Path) -> Path:
+    (site,) = env_dir.glob("lib/python*/site-packages")
+    return site
+
+
 def history_lines(env_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (env_dir / HISTORY).read_text().splitlines()]
 
@@ -111,7 +144,7 @@ def outside_state(snapshot: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in snapshot.items() if not k.startswith(STATE + "/")}
 
 
-def verify(repo: SourceRepository, env_dir: Path, *extra: str):  # noqa: ANN201
+def verify(repo: SourceRepository, env_dir: Path, *extra: str) -> CliResult:
     return run_cli("verify", "--python", str(env_dir), *profile_args(repo), *extra)
 
 
@@ -145,6 +178,9 @@ def assert_rolled_back(
     assert "interrupted" in last["detail"]
     assert not (env_dir / STATE / "journal.json").exists()
     assert engine_marker(env_dir) == "main-1"
+    site = site_packages(env_dir)
+    assert (site / "automl_refengine" / "only_in_main.py").is_file()
+    assert not list(site.glob("pathspec*"))
     ok = verify(repo, env_dir)
     assert ok.code == 0, ok.output
     assert ok.stdout.startswith("verified:")
@@ -172,7 +208,12 @@ def test_kill_at_point_then_repair_restores_previous_engine(
         assert outside_state(killed) == outside_state(before)  # only the state dir so far
         assert engine_marker(installed_env) == "main-1"
     else:
-        assert engine_marker(installed_env) == "dev-next-1"  # the new engine had landed
+        # The new engine had landed: its own module, its extra dependency, not main's module.
+        assert engine_marker(installed_env) == "dev-next-1"
+        site = site_packages(installed_env)
+        assert (site / "automl_refengine" / "only_in_dev.py").is_file()
+        assert not (site / "automl_refengine" / "only_in_main.py").exists()
+        assert list(site.glob("pathspec-*.dist-info"))
     assert_interrupted(source_repo, installed_env)
 
     repair = run_cli("repair", "--python", str(installed_env), env={"TMPDIR": str(run.tmpdir)})
@@ -290,7 +331,10 @@ def test_kill_in_an_environment_without_a_previous_engine(
     repair = run_cli("repair", "--python", str(env_dir))
     assert repair.code == 0, repair.output
     after = env_snapshot(env_dir)
-    assert outside_state(after) == outside_state(before)
+    # uv leaves its own empty mutex file `.lock` in any venv it touched, even on a failed
+    # `uv pip install`; removing a lock file another uv may hold would be wrong.
+    assert (env_dir / ".lock").read_bytes() == b""
+    assert without(outside_state(after), ".lock") == outside_state(before)
     assert [e["event"] for e in history_lines(env_dir)] == ["rolled-back"]
     no_engine = verify(source_repo, env_dir, "--json")
     assert no_engine.code == 3, no_engine.output
@@ -305,8 +349,14 @@ def test_second_install_is_refused_while_the_first_holds_the_lock(
         first.wait_paused("journal-written")
         held = env_snapshot(installed_env)
         for command in (
-            ["install", "--branch", "dev/next", "--python", str(installed_env)]
-            + profile_args(source_repo),
+            [
+                "install",
+                "--branch",
+                "dev/next",
+                "--python",
+                str(installed_env),
+                *profile_args(source_repo),
+            ],
             ["repair", "--python", str(installed_env)],
         ):
             refused = run_cli(*command)

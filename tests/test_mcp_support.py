@@ -95,6 +95,11 @@ async def call_ok(client: Client, tool: str, args: dict[str, Any], **kw: Any) ->
     return result.structured_content
 
 
+def finished(status: dict[str, Any]) -> bool:
+    """Completed, and the engine process has let go of the experiment."""
+    return status["state"] == "completed" and not status["controller_running"]
+
+
 async def wait_for_state(
     status: Callable[[], Awaitable[dict[str, Any]]],
     done: Callable[[dict[str, Any]], bool],

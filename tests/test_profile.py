@@ -127,7 +127,7 @@ def test_missing_profile_file_is_refused(tmp_path: Path) -> None:
 @pytest.mark.xfail(
     strict=True,
     reason="bug: profile.py load_profile calls values.update() on a non-table "
-    "`engine` value, so `engine = \"x\"` raises ValueError/TypeError instead of InvalidInput",
+    '`engine` value, so `engine = "x"` raises ValueError/TypeError instead of InvalidInput',
 )
 @pytest.mark.parametrize("text", ['engine = "x"\n', "engine = 5\n"])
 def test_engine_key_that_is_not_a_table_is_invalid_input(tmp_path: Path, text: str) -> None:
@@ -198,9 +198,7 @@ def test_cli_flag_overrides_profile_file(tmp_path: Path) -> None:
     assert "scheme 'http' is not allowed" in refused.stderr
 
     missing = tmp_path / "no-such-repo.git"
-    result = run_cli(
-        "resolve", "--profile", str(path), "--repository", missing.as_uri(), "--json"
-    )
+    result = run_cli("resolve", "--profile", str(path), "--repository", missing.as_uri(), "--json")
     assert result.code == 1, result.output
     assert "error: resolve:" in result.stderr
     assert "http://host" not in result.output

@@ -140,9 +140,8 @@ def test_source_identity_built_from_a_stripped_url_holds_no_secret() -> None:
 def _secret_files(root: Path) -> list[str]:
     hits = []
     for path in root.rglob("*"):
-        if path.is_file() and not path.is_symlink():
-            if SECRET.encode() in path.read_bytes():
-                hits.append(str(path))
+        if path.is_file() and not path.is_symlink() and SECRET.encode() in path.read_bytes():
+            hits.append(str(path))
     return hits
 
 

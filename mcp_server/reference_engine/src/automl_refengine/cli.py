@@ -204,6 +204,9 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], tuple[int, Any, str]]] = {
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    # Trials run with their own directory as working directory, so every path they are given
+    # (placeholders expand from the workspace) must be absolute.
+    args.workspace = args.workspace.absolute()
     try:
         if args.command in MUTATIONS and not args.approve:
             raise Refused(

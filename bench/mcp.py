@@ -1,0 +1,177 @@
+"""Benchmark of the MCP server (prints figures; not a test).
+
+    .venv/bin/python bench/mcp.py [--runs N]
+
+1. Cold start: spawn `automl-setup-mcp`, `initialize`, `tools/list`; time to the tools/list
+   answer (target: under 1 s).
+2. `check_provenance` round trip on a verified environment through a running server, against
+   `automl-setup verify` run as a process (target: within 1.5x), with where the time goes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import select
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+BIN = Path(sys.executable).parent
+SERVER = [str(BIN / "automl-setup-mcp")]
+
+
+class Peer:
+    """The server as a subprocess, spoken to in newline-delimited JSON-RPC (legacy handshake)."""
+
+    def __init__(self) -> None:
+        env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+        self.proc = subprocess.Popen(
+            SERVER,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+        )
+        self.next_id = 0
+
+    def send(self, message: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write((json.dumps(message) + "\n").encode())
+        self.proc.stdin.flush()
+
+    def request(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        self.next_id += 1
+        self.send({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params or {}})
+        assert self.proc.stdout is not None
+        while True:
+            ready, _, _ = select.select([self.proc.stdout], [], [], 60)
+            assert ready, f"no answer to {method}"
+            message = json.loads(self.proc.stdout.readline())
+            if message.get("id") == self.next_id:
+                return message
+
+    def initialize(self) -> None:
+        self.request(
+            "initialize",
+            {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "bench", "version": "0"},
+            },
+        )
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+
+def cold_start() -> float:
+    started = time.perf_counter()
+    peer = Peer()
+    peer.initialize()
+    answer = peer.request("tools/list")
+    elapsed = time.perf_counter() - started
+    peer.close()
+    assert len(answer["result"]["tools"]) == 9, answer
+    return elapsed
+
+
+def timed(fn: Callable[[], object], runs: int) -> list[float]:
+    out = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - started)
+    return out
+
+
+def summary(label: str, times: list[float]) -> float:
+    median = statistics.median(times)
+    low, high = min(times) * 1000, max(times) * 1000
+    print(f"  {label:<44} median {median * 1000:7.1f} ms  (min {low:.1f}, max {high:.1f})")
+    return median
+
+
+def verified_environment(root: Path) -> tuple[Path, dict[str, str]]:
+    from mcp_server.sourcerepo import REFERENCE_DISTRIBUTION, SourceRepository
+
+    repo = SourceRepository(root / "repo")
+    repo.commit_engine("main", marker="bench")
+    env = root / "env"
+    engine = {
+        "repository": repo.url,
+        "subdirectory": repo.subdirectory,
+        "distribution": REFERENCE_DISTRIBUTION,
+    }
+    flags = [arg for key, value in engine.items() for arg in (f"--{key}", value)]
+    install = [str(BIN / "automl-setup"), "install", "--branch", "main", "--create-env"]
+    subprocess.run([*install, "--python", str(env), *flags], check=True, capture_output=True)
+    return env, engine
+
+
+def breakdown(env: Path, distribution: str, runs: int) -> None:
+    """The core's own cost of a verify, in this process: where the time goes."""
+    from mcp_server.provenance import verify_environment
+    from mcp_server.targetenv import locate
+
+    located = locate(str(env))
+    summary("locate (runs the target interpreter once)", timed(lambda: locate(str(env)), runs))
+    summary(
+        "probe (runs the target interpreter once)",
+        timed(lambda: located.probe([distribution]), runs),
+    )
+    summary(
+        "verify_environment (probe + hashes + digest)",
+        timed(lambda: verify_environment(located, distribution), runs),
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=7)
+    runs = parser.parse_args().runs
+
+    print(f"cold start: spawn -> initialize -> tools/list answered ({runs} runs)")
+    cold = summary("automl-setup-mcp", [cold_start() for _ in range(runs)])
+    print(f"  target < 1000 ms: {'met' if cold < 1.0 else 'MISSED'}")
+
+    with tempfile.TemporaryDirectory(prefix="automl-setup-bench-") as tmp:
+        env, engine = verified_environment(Path(tmp))
+        flags = [arg for key, value in engine.items() for arg in (f"--{key}", value)]
+        verify_argv = [str(BIN / "automl-setup"), "verify", "--python", str(env), *flags]
+
+        print(f"\ncheck_provenance on a verified environment ({runs} runs)")
+        process = summary(
+            "automl-setup verify (a whole process)",
+            timed(lambda: subprocess.run(verify_argv, check=True, capture_output=True), runs),
+        )
+        peer = Peer()
+        peer.initialize()
+        call = {"name": "check_provenance", "arguments": {"python": str(env), "engine": engine}}
+        first = peer.request("tools/call", call)
+        assert first["result"]["structuredContent"]["verified"] is True, first
+        tool = summary(
+            "check_provenance round trip (running server)",
+            timed(lambda: peer.request("tools/call", call), runs),
+        )
+        peer.close()
+        ratio = tool / process
+        verdict = "met" if ratio <= 1.5 else "MISSED"
+        print(f"  ratio {ratio:.2f}x of the process; target <= 1.5x: {verdict}")
+        print("\nwhere a verify spends its time (core, in process)")
+        breakdown(env, engine["distribution"], runs)
+
+
+if __name__ == "__main__":
+    main()
