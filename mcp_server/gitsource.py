@@ -180,15 +180,26 @@ def git_environment() -> dict[str, str]:
 
 def run_git(args: list[str], *, cwd: Path | None = None, step: str, timeout: float) -> str:
     """Run git with an argv list; failures become a SetupError naming the step (redacted)."""
-    argv = ["git", "-c", "protocol.ext.allow=never", "-c", "core.hooksPath=/dev/null", *args]
+    argv = ["git", "-c", "protocol.ext.allow=never", "-c", "core.hooksPath=/dev/null"]
+    # No background maintenance in throw-away repositories: it only costs time.
+    argv += ["-c", "maintenance.auto=false", "-c", "gc.auto=0", *args]
     try:
         return git.Git(str(cwd) if cwd else None).execute(
             argv, env=git_environment(), kill_after_timeout=timeout
         )
     except GitCommandError as exc:
         stderr = (exc.stderr or "").strip().removeprefix("stderr:").strip(" '\n")
-        cause = stderr.splitlines()[-1] if stderr else f"git exited with status {exc.status}"
+        cause = _git_cause(stderr) or f"git exited with status {exc.status}"
         raise SetupError(step, f"git failed: {cause}", _git_remedy(step, stderr)) from None
+
+
+def _git_cause(stderr: str) -> str:
+    """git's own first `fatal:`/`error:` line (its last lines are generic advice)."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    for line in lines:
+        if line.startswith(("fatal:", "error:")):
+            return line
+    return lines[-1] if lines else ""
 
 
 def _git_remedy(step: str, stderr: str) -> str:

@@ -26,6 +26,7 @@ from pydantic import BaseModel
 
 from mcp_server import __version__
 from mcp_server.build import (
+    WheelMetadata,
     build_wheel,
     check_wheel_metadata,
     read_wheel_metadata,
@@ -60,7 +61,7 @@ from mcp_server.provenance import (
     verify_environment,
 )
 from mcp_server.redact import redact_text, strip_credentials
-from mcp_server.targetenv import TargetEnv, locate, remove_created
+from mcp_server.targetenv import Probe, TargetEnv, locate, remove_created
 
 STEPS = ("resolve", "fetch", "build", "check", "install", "verify", "record")
 UV_TIMEOUT_S = 1800.0
@@ -197,7 +198,7 @@ def _install_locked(
                 record_digest=meta.record_digest,
                 backend=wheel.backend,
             )
-            transaction = Transaction(env, store, profile, source, build, meta.record_text, extras)
+            transaction = Transaction(env, store, profile, source, build, meta, extras)
             record, report = transaction.run(wheel.path, progress)
     return InstallResult(
         status="installed",
@@ -278,33 +279,31 @@ class Transaction:
         profile: EngineProfile,
         source: SourceIdentity,
         build: BuildIdentity,
-        wheel_record: str,
+        meta: WheelMetadata,
         extras: list[str],
     ) -> None:
         self.env, self.store, self.profile = env, store, profile
-        self.source, self.build, self.wheel_record, self.extras = (
-            source,
-            build,
-            wheel_record,
-            extras,
-        )
+        self.source, self.build, self.meta, self.extras = source, build, meta, extras
         self.txid = uuid.uuid4().hex[:12]
         self.txdir = store.transactions / self.txid
 
     def run(self, wheel: Path, progress: Progress) -> tuple[InstallRecord, VerifyReport]:
         before = self.env.probe([self.profile.distribution])
-        journal = self._begin(before.dists.get(self.profile.distribution), before.versions)
+        journal = self._begin(before)
         try:
             _checkpoint("journal-written")
             progress("install", f"uv pip install {wheel.name} into {self.env.prefix}")
             self._uv_install(wheel)
             _checkpoint("uv-installed")
-            self._write_direct_url()
+            self._write_direct_url(before.purelib / self.meta.dist_info)
             _checkpoint("direct-url-written")
             progress("verify", "checking direct_url.json, RECORD hashes and the identity digest")
-            record = self._make_record()
-            self.store.store_wheel_record(self.wheel_record)
-            report = verify_environment(self.env, self.build.distribution, pending=record)
+            after = self.env.probe([self.build.distribution])
+            record = self._make_record(after)
+            self.store.store_wheel_record(self.meta.record_text)
+            report = verify_environment(
+                self.env, self.build.distribution, pending=record, probe=after
+            )
             if report.status != "verified":
                 raise SetupError(
                     "verify",
@@ -327,8 +326,9 @@ class Transaction:
         _finish(self.store, journal)
         return record, report
 
-    def _begin(self, previous: Any, versions: dict[str, str]) -> dict[str, Any]:
+    def _begin(self, before: Probe) -> dict[str, Any]:
         """Back up the previous engine's files, then write the journal that makes it undoable."""
+        previous = before.dists.get(self.profile.distribution)
         backup_dir = self.txdir / "backup"
         backup_dir.mkdir(parents=True)
         saved: list[list[str]] = []
@@ -338,7 +338,6 @@ class Transaction:
                     name = f"{index:06d}"
                     shutil.copy2(path, backup_dir / name)
                     saved.append([str(path), name])
-        purelib = self.env.probe([]).purelib
         journal = {
             "txid": self.txid,
             "pid": os.getpid(),
@@ -348,10 +347,10 @@ class Transaction:
             "distribution": self.build.distribution,
             "previous_distribution": previous.name if previous is not None else None,
             "backup": saved,
-            "versions_before": versions,
+            "versions_before": before.versions,
             "new_files": [
-                str(purelib / p)
-                for p, _h, _s in parse_record_csv(self.wheel_record)
+                str(before.purelib / p)
+                for p, _h, _s in parse_record_csv(self.meta.record_text)
                 if ".data/" not in p
             ],
         }
@@ -372,13 +371,13 @@ class Transaction:
         argv += ["--reinstall-package", self.build.distribution, requirement]
         _run_uv(argv, self.txdir / "uv-install.log", step="install")
 
-    def _write_direct_url(self) -> None:
+    def _write_direct_url(self, dist_info: Path) -> None:
         """PEP 610 direct_url.json naming the repository, commit and subdirectory (uv wrote
         one for the local wheel file), and the matching RECORD line."""
-        probe = self.env.probe([self.build.distribution])
-        installed = probe.dists.get(self.build.distribution)
-        if installed is None or installed.dist_info is None:
-            raise SetupError("install", "uv reported success but the engine is not installed")
+        if not (dist_info / "RECORD").is_file():
+            raise SetupError(
+                "install", f"uv reported success but {dist_info} is missing; nothing was kept"
+            )
         direct_url: dict[str, Any] = {
             "url": self.source.repository,
             "vcs_info": {"vcs": "git", "commit_id": self.source.commit},
@@ -390,7 +389,6 @@ class Transaction:
         if self.source.subdirectory != ".":
             direct_url["subdirectory"] = self.source.subdirectory
         data = json.dumps(direct_url, sort_keys=True).encode()
-        dist_info = installed.dist_info
         atomic_write_bytes(dist_info / "direct_url.json", data)
         record_path = dist_info / "RECORD"
         rel = f"{dist_info.name}/direct_url.json"
@@ -399,10 +397,10 @@ class Transaction:
         text = "".join(f"{p},{h},{s}\n" for p, h, s in rows)
         atomic_write_bytes(record_path, text.encode("utf-8"))
 
-    def _make_record(self) -> InstallRecord:
-        probe = self.env.probe([self.build.distribution])
-        installed = probe.dists[self.build.distribution]
-        assert installed is not None
+    def _make_record(self, probe: Probe) -> InstallRecord:
+        installed = probe.dists.get(self.build.distribution)
+        if installed is None:
+            raise SetupError("install", "uv reported success but the engine is not installed")
         environment: EnvironmentInfo = environment_info(
             probe, direct_dependency_names(installed.requires, self.extras)
         )

@@ -339,11 +339,15 @@ def check_wheel_files(
 
 
 def verify_environment(
-    env: TargetEnv, distribution: str, pending: InstallRecord | None = None
+    env: TargetEnv,
+    distribution: str,
+    pending: InstallRecord | None = None,
+    probe: Probe | None = None,
 ) -> VerifyReport:
     """Installed engine vs its record: direct_url.json, RECORD hashes, wheel files, digest.
 
-    `pending` is the record an install is about to write; it is checked before it is stored."""
+    `pending` is the record an install is about to write; it is checked before it is stored.
+    `probe` is a fresh probe of the environment the caller already holds."""
     store = RecordStore(env.state_dir)
     base = {"environment": str(env.prefix), "distribution": distribution}
     journal = store.journal()
@@ -359,7 +363,8 @@ def verify_environment(
         )
     record = pending or store.read_record()
     dist_name = record.build.distribution if record else distribution
-    probe = env.probe([dist_name])
+    if probe is None or dist_name not in probe.dists:
+        probe = env.probe([dist_name])
     installed = probe.dists.get(dist_name)
     if installed is None:
         return VerifyReport(

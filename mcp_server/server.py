@@ -66,18 +66,21 @@ server = MCPServer("automl-setup", version=__version__, instructions=INSTRUCTION
 _NO_CONTROL = r"^[^\x00-\x1f\x7f]*$"
 MAX_PATH_LENGTH = 4096
 
-PathArg = Annotated[
-    str, Field(min_length=1, max_length=MAX_PATH_LENGTH, pattern=_NO_CONTROL, description="Path")
-]
-Python = Annotated[
-    str,
-    Field(
+
+def _path(description: str, default: Any = ...) -> Any:
+    """A path argument: bounded, no control characters (they never name a real file)."""
+    return Field(
+        default,
         min_length=1,
         max_length=MAX_PATH_LENGTH,
         pattern=_NO_CONTROL,
-        description="Target Python interpreter or virtual-environment directory (absolute path).",
-    ),
-]
+        description=f"{description} (absolute path).",
+    )
+
+
+Python = Annotated[str, _path("Target Python interpreter or virtual-environment directory")]
+Workspace = Annotated[str, _path("Directory that holds the experiments")]
+Manifest = Annotated[str, _path("Experiment manifest, YAML or JSON")]
 Branch = Annotated[
     str,
     Field(
@@ -87,34 +90,13 @@ Branch = Annotated[
         "branch such as 'dev/feature'. Never guess it: ask the user.",
     ),
 ]
-Commit = Annotated[
-    str,
-    Field(min_length=1, max_length=64, description="Full commit id (40 hex digits)."),
-]
+Commit = Annotated[str, Field(min_length=1, max_length=64, description="Full commit id.")]
 ExperimentId = Annotated[
     str,
     Field(
         min_length=1,
         max_length=experiments.MAX_ID_LENGTH,
         description="Exact experiment id (search.experiment_id of its manifest).",
-    ),
-]
-Workspace = Annotated[
-    str,
-    Field(
-        min_length=1,
-        max_length=MAX_PATH_LENGTH,
-        pattern=_NO_CONTROL,
-        description="Directory that holds the experiments (absolute path).",
-    ),
-]
-Manifest = Annotated[
-    str,
-    Field(
-        min_length=1,
-        max_length=MAX_PATH_LENGTH,
-        pattern=_NO_CONTROL,
-        description="Experiment manifest, YAML or JSON (absolute path).",
     ),
 ]
 Extra = Annotated[str, Field(min_length=1, max_length=64)]
@@ -143,13 +125,7 @@ class EngineArgs(BaseModel):
     requirement: str | None = Field(
         None, min_length=1, max_length=200, description="Version specifier, e.g. '==0.1.0'."
     )
-    profile_file: str | None = Field(
-        None,
-        min_length=1,
-        max_length=MAX_PATH_LENGTH,
-        pattern=_NO_CONTROL,
-        description="TOML engine profile file (absolute path).",
-    )
+    profile_file: str | None = _path("TOML engine profile file", None)
 
 
 EngineOption = Annotated[
@@ -392,6 +368,10 @@ def _reap(pid: int) -> None:
     threading.Thread(target=wait, name=f"reap-{pid}", daemon=True).start()
 
 
+# The hints of the tools that only read local files and processes: safe to call any time.
+LOCAL_READ = {"read_only": True, "destructive": False, "idempotent": True, "open_world": False}
+
+
 def _hints(
     title: str, *, read_only: bool, destructive: bool, idempotent: bool, open_world: bool
 ) -> dict[str, Any]:
@@ -545,15 +525,7 @@ async def install_engine(
     return await _run(ctx, work, tracker)
 
 
-@server.tool(
-    **_hints(
-        "Check what is installed against its record",
-        read_only=True,
-        destructive=False,
-        idempotent=True,
-        open_world=False,
-    )
-)
+@server.tool(**_hints("Check what is installed against its record", **LOCAL_READ))
 async def check_provenance(
     python: Python,
     ctx: Context,
@@ -636,15 +608,7 @@ def _binding_text(check: BindingCheck, environment: str) -> str:
     return "\n".join(lines)
 
 
-@server.tool(
-    **_hints(
-        "Diagnose the engine installation",
-        read_only=True,
-        destructive=False,
-        idempotent=True,
-        open_world=False,
-    )
-)
+@server.tool(**_hints("Diagnose the engine installation", **LOCAL_READ))
 async def diagnose_engine(
     python: Python, ctx: Context, engine: EngineOption = None
 ) -> DiagnosisReply:
@@ -674,7 +638,7 @@ async def launch_experiment(
     once with the engine's pid, log path and binding path; follow it with experiment_status."""
 
     def work() -> StartedReply:
-        started = experiments.launch_experiment(manifest, workspace, python, True)
+        started = experiments.launch_experiment(manifest, workspace, python, detach=True)
         _reap(started.pid)
         return _reply(StartedReply, started, _started_text(started))
 
@@ -702,22 +666,16 @@ async def resume_experiment(
     the bound engine in a separate environment; nothing is installed or upgraded."""
 
     def work() -> StartedReply:
-        started = experiments.resume_experiment(experiment_id, workspace, manifest, python, True)
+        started = experiments.resume_experiment(
+            experiment_id, workspace, manifest, python, detach=True
+        )
         _reap(started.pid)
         return _reply(StartedReply, started, _started_text(started))
 
     return await _run(ctx, work)
 
 
-@server.tool(
-    **_hints(
-        "Experiment status",
-        read_only=True,
-        destructive=False,
-        idempotent=True,
-        open_world=False,
-    )
-)
+@server.tool(**_hints("Experiment status", **LOCAL_READ))
 async def experiment_status(
     experiment_id: ExperimentId, workspace: Workspace, ctx: Context
 ) -> StatusReply:
@@ -730,15 +688,7 @@ async def experiment_status(
     return await _run(ctx, work)
 
 
-@server.tool(
-    **_hints(
-        "List experiments",
-        read_only=True,
-        destructive=False,
-        idempotent=True,
-        open_world=False,
-    )
-)
+@server.tool(**_hints("List experiments", **LOCAL_READ))
 async def list_experiments(workspace: Workspace, ctx: Context) -> ExperimentList:
     """Every experiment launched by automl-setup in the workspace, with its status."""
 
@@ -750,15 +700,7 @@ async def list_experiments(workspace: Workspace, ctx: Context) -> ExperimentList
     return await _run(ctx, work)
 
 
-@server.tool(
-    **_hints(
-        "Install history of an environment",
-        read_only=True,
-        destructive=False,
-        idempotent=True,
-        open_world=False,
-    )
-)
+@server.tool(**_hints("Install history of an environment", **LOCAL_READ))
 async def install_history(python: Python, ctx: Context) -> InstallHistory:
     """Every install into the environment and every rollback, oldest first."""
 

@@ -205,6 +205,12 @@ REFUSALS = [
         id="symlink-subdirectory-etc",
     ),
     pytest.param(
+        ["--branch", "main", "--extra", "gpu"],
+        "check",
+        ["has no extra 'gpu'", "nothing was installed"],
+        id="extra-the-engine-lacks",
+    ),
+    pytest.param(
         ["--commit", "0" * 40],
         "fetch",
         [f"commit {'0' * 40} could not be fetched"],

@@ -175,6 +175,7 @@ def assert_rolled_back(
     last = lines[-1]
     assert (last["event"], last["transaction"]) == ("rolled-back", txid)
     assert last["commit"] == repo.head("dev/next")
+    assert last["requested_ref"] == "refs/heads/dev/next"
     assert "interrupted" in last["detail"]
     assert not (env_dir / STATE / "journal.json").exists()
     assert engine_marker(env_dir) == "main-1"
@@ -303,6 +304,9 @@ def test_kill_while_uv_is_installing(
             pytest.fail("uv pip install never started")
     time.sleep(0.05)
     run.kill()
+    deadline = time.monotonic() + 10
+    while group_commands(run.proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert group_commands(run.proc.pid) == []  # uv died with its parent's group
     journal = json.loads((installed_env / STATE / "journal.json").read_text())
     assert_interrupted(source_repo, installed_env)

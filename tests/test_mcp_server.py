@@ -29,7 +29,7 @@ from test_mcp_support import (
 from mcp_server import server as mcp_module
 from mcp_server.install import STEPS
 from mcp_server.server import BRANCH_QUESTION, server
-from mcp_server.sourcerepo import SourceRepository
+from mcp_server.sourcerepo import SourceRepository, create_reference_repository
 
 pytestmark = pytest.mark.anyio
 
@@ -73,9 +73,7 @@ class World:
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> World:
     root = tmp_path_factory.mktemp("mcp-world")
-    repo = SourceRepository(root / "repo")
-    repo.commit_engine("main", marker="main-1")
-    repo.commit_engine("dev/next", base="main", marker="dev-next-1")
+    repo = create_reference_repository(root / "repo")  # main and dev/next
     env = root / "env"
     result = run_cli(
         "install", "--branch", "main", "--python", str(env), "--create-env", *profile_args(repo)
@@ -292,11 +290,11 @@ async def test_check_provenance_on_an_empty_environment_explains(tmp_path: Path)
 
 @pytest.mark.slow
 async def test_launch_status_list_and_binding_check(world: World, tmp_path: Path) -> None:
-    workspace = tmp_path / "ws"
+    ws = tmp_path / "ws"
     manifest = write_manifest(tmp_path, "mcp-life", max_trials=3)
     python = str(world.env)
-    launch = {"manifest": str(manifest), "workspace": str(workspace), "python": python}
-    ids = {"experiment_id": "mcp-life", "workspace": str(workspace)}
+    launch = {"manifest": str(manifest), "workspace": str(ws), "python": python}
+    ids = {"experiment_id": "mcp-life", "workspace": str(ws)}
     async with Client(server) as client:
         started = await call_ok(client, "launch_experiment", launch)
         assert started["detached"] is True and started["exit_code"] is None
@@ -313,19 +311,19 @@ async def test_launch_status_list_and_binding_check(world: World, tmp_path: Path
         done = await wait_for_state(status, finished)
         assert done["trials_done"] == 3 and done["best"] is not None
         assert done["bound_commit"] == world.repo.head("main")
-        listed = await call_ok(client, "list_experiments", {"workspace": str(workspace)})
+        cli_status = world.cli("status", "--experiment-id", "mcp-life", "--workspace", str(ws))
+        assert done["message"] == cli_status
+        listed = await call_ok(client, "list_experiments", {"workspace": str(ws)})
+        assert listed["message"] == world.cli("experiments", "--workspace", str(ws))
         checked = await call_ok(client, "check_provenance", {"python": python, **ids})
         again = await client.call_tool("launch_experiment", launch)
-    cli_status = world.cli("status", "--experiment-id", "mcp-life", "--workspace", str(workspace))
-    assert done["message"] == cli_status
     assert [e["experiment_id"] for e in listed["experiments"]] == ["mcp-life"]
-    assert listed["message"] == world.cli("experiments", "--workspace", str(workspace))
     binding = checked["experiment"]
     assert checked["verified"] is True and binding["matches"] is True
     assert binding["differences"] == [] and binding["recreate_commands"] == []
     assert "holds exactly the bound engine" in checked["message"]
     text = error_text(again, "launch_experiment")
-    assert text.startswith(f"launch: experiment mcp-life already exists in {workspace}")
+    assert text.startswith(f"launch: experiment mcp-life already exists in {ws}")
     assert "automl-setup resume --experiment-id mcp-life" in text
 
 
@@ -388,13 +386,14 @@ async def test_resume_on_another_engine_is_refused_with_diff_and_recreate(
 HOSTILE_REFS = ["--upload-pack=touch", "a..b", "-b", "main~1", "refs/heads/main", "x\ny"]
 
 
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("ref", HOSTILE_REFS)
 async def test_hostile_refs_are_refused(
-    ref: str, source_repo: SourceRepository, tmp_path: Path
+    mode: str, ref: str, source_repo: SourceRepository, tmp_path: Path
 ) -> None:
     env = tmp_path / "env"
     engine = engine_args(source_repo)
-    async with Client(server) as client:
+    async with Client(server, mode=mode) as client:
         resolved = await client.call_tool("resolve_branch", {"branch": ref, "engine": engine})
         installed = await client.call_tool(
             "install_engine",
@@ -405,6 +404,7 @@ async def test_hostile_refs_are_refused(
     assert not env.exists()
 
 
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize(
     "url",
     [
@@ -415,10 +415,10 @@ async def test_hostile_refs_are_refused(
         "file://host/{payload}",
     ],
 )
-async def test_hostile_repository_urls_are_refused(url: str, tmp_path: Path) -> None:
+async def test_hostile_repository_urls_are_refused(mode: str, url: str, tmp_path: Path) -> None:
     payload, env = tmp_path / "payload", tmp_path / "env"
     engine = {"repository": url.format(payload=payload)}
-    async with Client(server) as client:
+    async with Client(server, mode=mode) as client:
         resolved = await client.call_tool("resolve_branch", {"branch": "main", "engine": engine})
         installed = await client.call_tool(
             "install_engine",
@@ -458,14 +458,26 @@ async def test_hostile_install_leaves_an_installed_environment_unchanged(world: 
     assert env_snapshot(world.env) == before
 
 
+WS = "<workspace>"  # replaced by a fresh path: no tool may create it
+
+
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize(
     ("tool", "args", "expected"),
     [
-        ("experiment_status", {"experiment_id": "nope"}, "status: no experiment 'nope' launched"),
-        ("experiment_status", {"experiment_id": "../x"}, "validate experiment id: '../x' is not"),
+        (
+            "experiment_status",
+            {"experiment_id": "nope", "workspace": WS},
+            "status: no experiment 'nope' launched",
+        ),
+        (
+            "experiment_status",
+            {"experiment_id": "../x", "workspace": WS},
+            "validate experiment id: '../x' is not",
+        ),
         (
             "resume_experiment",
-            {"experiment_id": "nope", "manifest": "/nonexistent.yaml", "python": "/nonexistent"},
+            {"experiment_id": "nope", "workspace": WS, "manifest": "/no.yaml", "python": "/no"},
             "resume: no experiment 'nope' launched by automl-setup in",
         ),
         (
@@ -474,25 +486,30 @@ async def test_hostile_install_leaves_an_installed_environment_unchanged(world: 
             "check provenance: experiment_id and workspace go together",
         ),
         (
+            "check_provenance",
+            {"experiment_id": "nope", "workspace": WS, "python": sys.prefix},
+            "read binding: experiment nope has no binding",
+        ),
+        (
             "launch_experiment",
-            {"manifest": "/nonexistent/m.yaml", "python": sys.prefix},
+            {"manifest": "/nonexistent/m.yaml", "workspace": WS, "python": sys.prefix},
             "read manifest: cannot read manifest /nonexistent/m.yaml",
         ),
         ("install_history", {"python": "/nonexistent/env"}, "locate environment: /nonexistent/env"),
     ],
 )
 async def test_unknown_things_are_clear_errors(
-    tool: str, args: dict[str, Any], expected: str, tmp_path: Path
+    mode: str, tool: str, args: dict[str, Any], expected: str, tmp_path: Path
 ) -> None:
     workspace = tmp_path / "ws"
-    if tool != "check_provenance" and tool != "install_history":
-        args = {**args, "workspace": str(workspace)}
-    async with Client(server) as client:
+    args = {k: str(workspace) if v == WS else v for k, v in args.items()}
+    async with Client(server, mode=mode) as client:
         text = error_text(await client.call_tool(tool, args), tool)
     assert text.startswith(expected), text
     assert not workspace.exists()
 
 
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize(
     ("tool", "args", "field"),
     [
@@ -510,10 +527,15 @@ async def test_unknown_things_are_clear_errors(
     ],
 )
 async def test_wrong_types_are_refused_by_the_schema(
-    tool: str, args: dict[str, Any], field: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    mode: str,
+    tool: str,
+    args: dict[str, Any],
+    field: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    async with Client(server, elicitation_callback=Answer("decline")) as client:
+    async with Client(server, mode=mode, elicitation_callback=Answer("decline")) as client:
         text = error_text(await client.call_tool(tool, args), tool)
     assert "validation error" in text and field in text, text
     assert list(tmp_path.iterdir()) == []

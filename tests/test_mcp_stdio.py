@@ -13,25 +13,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import test_mcp_support as support
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.types import jsonrpc_message_adapter
-from test_mcp_support import (
-    Answer,
-    ProgressLog,
-    call_ok,
-    engine_args,
-    error_text,
-    finished,
-    wait_for_state,
-    write_manifest,
-)
 
 from mcp_server.install import STEPS
 from mcp_server.sourcerepo import SourceRepository
 
 pytestmark = pytest.mark.anyio
 BIN = Path(sys.executable).parent  # the venv's bin: the console scripts live beside python
+REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
@@ -55,7 +47,7 @@ class Wire:
 
 @asynccontextmanager
 async def serve(
-    command: list[str], wire: Wire, mode: str, ask: Answer | None = None
+    command: list[str], wire: Wire, mode: str, ask: support.Answer | None = None
 ) -> AsyncIterator[Client]:
     script = " ".join(f'"{part}"' for part in command) + f' | tee "{wire.stdout}"'
     # The SDK passes only a minimal environment by default; the builds need this one (index,
@@ -77,54 +69,58 @@ async def test_install_launch_interrupt_resume_over_stdio(
 ) -> None:
     wire = Wire(tmp_path)
     env, workspace = tmp_path / "env", tmp_path / "ws"
-    manifest = write_manifest(tmp_path, "stdio-exp", max_trials=6, sleep=0.4)
+    manifest = support.write_manifest(tmp_path, "stdio-exp", max_trials=6, sleep=0.4)
     ids = {"experiment_id": "stdio-exp", "workspace": str(workspace)}
-    python, engine = str(env), engine_args(source_repo)
-    progress = ProgressLog()
-    ask = Answer("accept", {"branch": "main"})
+    python, engine = str(env), support.engine_args(source_repo)
+    progress = support.ProgressLog()
+    ask = support.Answer("accept", {"branch": "main"})
     async with serve([str(BIN / "automl-setup-mcp")], wire, "legacy", ask) as client:
         # The branch question travels as an elicitation/create request over the pipe.
         install = {"python": python, "create_env": True, "engine": engine}
-        installed = await call_ok(client, "install_engine", install, progress_callback=progress)
+        installed = await support.call_ok(
+            client, "install_engine", install, progress_callback=progress
+        )
         assert installed["record"]["source"]["commit"] == source_repo.head("main")
         assert [q.message for q in ask.seen] == [
             "Install the engine from main, or from which development branch?"
         ]
         assert progress.strictly_increasing() and len(progress.events) >= len(STEPS)
 
-        checked = await call_ok(client, "check_provenance", {"python": python, "engine": engine})
+        checked = await support.call_ok(
+            client, "check_provenance", {"python": python, "engine": engine}
+        )
         assert checked["verified"] is True
 
         launch = {"manifest": str(manifest), "workspace": str(workspace), "python": python}
-        started = await call_ok(client, "launch_experiment", launch)
+        started = await support.call_ok(client, "launch_experiment", launch)
 
         async def status() -> dict[str, Any]:
-            return await call_ok(client, "experiment_status", ids)
+            return await support.call_ok(client, "experiment_status", ids)
 
-        await wait_for_state(
+        await support.wait_for_state(
             status, lambda s: s["state"] == "running" and (s["trials_done"] or 0) >= 1
         )
         os.kill(started["pid"], signal.SIGTERM)  # an interruption of the detached engine
-        stopped = await wait_for_state(
+        stopped = await support.wait_for_state(
             status, lambda s: s["state"] == "interrupted" and not s["controller_running"]
         )
         assert stopped["trials_done"] < 6
 
-        resumed = await call_ok(
+        resumed = await support.call_ok(
             client, "resume_experiment", {**ids, "manifest": str(manifest), "python": python}
         )
         assert resumed["action"] == "resume" and resumed["pid"] != started["pid"]
         assert resumed["engine_commit"] == installed["record"]["source"]["commit"]
-        done = await wait_for_state(status, finished)
+        done = await support.wait_for_state(status, support.finished)
         assert done["trials_done"] == 6
         assert done["last_attempt"]["action"] == "resume"
 
-        bound = await call_ok(client, "check_provenance", {"python": python, **ids})
+        bound = await support.call_ok(client, "check_provenance", {"python": python, **ids})
         assert bound["experiment"]["matches"] is True
         hostile = await client.call_tool(
             "install_engine", {"python": python, "branch": "--upload-pack=touch"}
         )
-        assert error_text(hostile, "install_engine").startswith("validate branch:")
+        assert support.error_text(hostile, "install_engine").startswith("validate branch:")
 
     messages = wire.messages()
     methods = [m.get("method") for m in messages]
@@ -140,20 +136,42 @@ async def test_automl_setup_mcp_subcommand_serves_the_modern_protocol(
 ) -> None:
     wire = Wire(tmp_path)
     env = tmp_path / "env"
-    ask = Answer("accept", {"branch": "dev/next"})
-    progress = ProgressLog()
+    ask = support.Answer("accept", {"branch": "dev/next"})
+    progress = support.ProgressLog()
     async with serve([str(BIN / "automl-setup"), "mcp"], wire, "auto", ask) as client:
         tools = (await client.list_tools()).tools
         assert len(tools) == 9
-        args = {"python": str(env), "create_env": True, "engine": engine_args(source_repo)}
-        out = await call_ok(client, "install_engine", args, progress_callback=progress)
+        args = {"python": str(env), "create_env": True, "engine": support.engine_args(source_repo)}
+        out = await support.call_ok(client, "install_engine", args, progress_callback=progress)
         bad = await client.call_tool(
-            "resolve_branch", {"branch": "a..b", "engine": engine_args(source_repo)}
+            "resolve_branch", {"branch": "a..b", "engine": support.engine_args(source_repo)}
         )
+        payload = tmp_path / "payload"
+        ext = {"repository": f"ext::sh%20-c%20touch%20{payload}"}
+        hostile = await client.call_tool("resolve_branch", {"branch": "main", "engine": ext})
     assert out["record"]["source"]["requested_ref"] == "refs/heads/dev/next"
     assert len(ask.seen) == 1 and progress.strictly_increasing()
-    assert error_text(bad, "resolve_branch").startswith("validate branch: 'a..b' is not a valid")
+    assert support.error_text(bad, "resolve_branch").startswith(
+        "validate branch: 'a..b' is not a valid"
+    )
+    refusal = support.error_text(hostile, "resolve_branch")
+    assert refusal.startswith("validate repository: transport 'ext' is not allowed")
+    assert not payload.exists()
     messages = wire.messages()
     # 2026-07-28: the question comes back inside the tools/call result (input_required).
     assert any("inputRequests" in m.get("result", {}) for m in messages)
     assert any(m.get("method") == "notifications/progress" for m in messages)
+
+
+async def test_committed_mcp_json_starts_the_server(tmp_path: Path) -> None:
+    """The project-scoped `.mcp.json` at the repository root names a working server."""
+    config = json.loads((REPO / ".mcp.json").read_text())
+    entry = config["mcpServers"]["automl-setup"]
+    assert entry["type"] == "stdio" and entry["args"] == []
+    if not (REPO / entry["command"]).exists():
+        pytest.skip(f"{entry['command']} is not installed in this checkout")
+    wire = Wire(tmp_path)
+    async with serve([str(REPO / entry["command"])], wire, "legacy") as client:
+        tools = (await client.list_tools()).tools
+    assert len(tools) == 9
+    assert all("result" in m for m in wire.messages())  # initialize and tools/list answers

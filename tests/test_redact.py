@@ -6,11 +6,14 @@ command line against a credentialed https URL on a loopback port that refuses at
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from conftest import env_snapshot, run_cli
 
+from mcp_server.build import uv_binary
 from mcp_server.errors import SetupError
 from mcp_server.provenance import SourceIdentity
 from mcp_server.redact import REDACTED, redact_text, strip_credentials
@@ -148,10 +151,12 @@ def _secret_files(root: Path) -> list[str]:
 @pytest.fixture
 def bare_env(tmp_path: Path) -> Path:
     """A real (empty) venv as an install target."""
-    from mcp_server.targetenv import _create_venv
-
     env_dir = tmp_path / "env"
-    _create_venv(env_dir)
+    subprocess.run(
+        [uv_binary(), "venv", "--quiet", "--python", sys.executable, str(env_dir)],
+        check=True,
+        capture_output=True,
+    )
     return env_dir
 
 
