@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from mcp_server import __version__
+from mcp_server import __version__, messages
 from mcp_server.errors import ExitCode, SetupError
 from mcp_server.profile import EngineProfile, load_profile
 from mcp_server.redact import redact_text
@@ -60,7 +60,7 @@ def cmd_resolve(args: argparse.Namespace) -> Outcome:
     profile = _profile(args)
     res = resolve_branch(profile.repository, args.branch)
     payload = {"repository": res.repository, "ref": res.ref, "commit": res.commit}
-    return Outcome(payload, f"{res.ref} -> {res.commit}\n  repository: {res.repository}")
+    return Outcome(payload, messages.resolution_text(res.ref, res.commit, res.repository))
 
 
 def cmd_install(args: argparse.Namespace) -> Outcome:
@@ -76,23 +76,7 @@ def cmd_install(args: argparse.Namespace) -> Outcome:
         extras=args.extra or [],
     )
     result = install_engine(request, _progress_printer(not args.json))
-    rec = result.record
-    verb = "installed" if result.status == "installed" else "already installed (unchanged)"
-    lines = [
-        f"{verb}: {rec.build.distribution} {rec.build.version} from {rec.source.repository}",
-        f"  ref:      {rec.source.requested_ref or '(by commit)'}",
-        f"  commit:   {rec.source.commit}",
-        f"  subtree:  {rec.source.subtree_id} ({rec.source.subdirectory})",
-        f"  wheel:    {rec.build.wheel_filename} sha256 {rec.build.wheel_sha256}",
-        f"  into:     {rec.install.environment}",
-        f"  identity: {rec.identity_digest}",
-        f"  verified: {result.verify.files_checked} files match RECORD",
-    ]
-    if result.previous_commit and result.previous_commit != rec.source.commit:
-        lines.append(f"  replaced: commit {result.previous_commit}")
-    if result.repaired:
-        lines.insert(0, f"repair: {result.repaired}")
-    return Outcome(result, "\n".join(lines))
+    return Outcome(result, messages.install_text(result))
 
 
 def cmd_verify(args: argparse.Namespace) -> Outcome:
@@ -101,53 +85,29 @@ def cmd_verify(args: argparse.Namespace) -> Outcome:
 
     profile = _profile(args)
     report = verify(args.python, profile)
-    lines = [f"{report.status}: {report.distribution} in {report.environment}"]
-    if report.commit:
-        lines.append(f"  commit: {report.commit} ({report.requested_ref or 'by commit'})")
-    if report.status == "verified":
-        lines.append(f"  {report.files_checked} files match RECORD; identity digest recomputes")
-    lines += [
-        f"  differs: {d.field}: recorded {d.recorded}, found {d.found}" for d in report.differences
-    ]
-    lines += [f"  note: {n}" for n in report.notes]
+    text = messages.verify_text(report)
     if report.exit_code == ExitCode.NOTHING_INSTALLED:
-        lines += ["", _format_diagnosis(diagnose(args.python, profile))]
-    return Outcome(report, "\n".join(lines), report.exit_code)
+        text += "\n\n" + messages.diagnosis_text(diagnose(args.python, profile))
+    return Outcome(report, text, report.exit_code)
 
 
 def cmd_diagnose(args: argparse.Namespace) -> Outcome:
     from mcp_server.diagnose import diagnose
 
     result = diagnose(args.python, _profile(args))
-    return Outcome(result, _format_diagnosis(result), 0 if result.healthy else 1)
-
-
-def _format_diagnosis(d: Any) -> str:
-    lines = [f"environment: {d.environment}", f"engine status: {d.record_status}"]
-    lines += [f"  - {f}" for f in d.findings]
-    lines.append("install the core from source with one of:")
-    lines += [f"  {name}: {command}" for name, command in d.install_commands.items()]
-    return "\n".join(lines)
+    return Outcome(result, messages.diagnosis_text(result), 0 if result.healthy else 1)
 
 
 def cmd_history(args: argparse.Namespace) -> Outcome:
     from mcp_server.install import history
 
     entries, torn, where = history(args.python)
-    lines = [f"install history of {where}:"] if entries else [f"no installs recorded in {where}"]
-    lines += [
-        f"  {e.time}  {e.event:<11} {e.commit[:12]}  {e.requested_ref or '(by commit)'}"
-        + (f"  {e.detail}" if e.detail else "")
-        for e in entries
-    ]
-    if torn:
-        lines.append(f"  warning: line {torn} of the history is torn (an interrupted write)")
     payload = {
         "environment": where,
         "entries": [e.model_dump() for e in entries],
         "torn_line": torn,
     }
-    return Outcome(payload, "\n".join(lines))
+    return Outcome(payload, messages.history_text(entries, torn, where))
 
 
 def cmd_repair(args: argparse.Namespace) -> Outcome:
@@ -157,22 +117,11 @@ def cmd_repair(args: argparse.Namespace) -> Outcome:
     return Outcome({"message": message}, message)
 
 
-def _started_text(started: Any) -> str:
-    verb = "launched" if started.action == "launch" else "resumed"
-    lines = [f"{verb} {started.experiment_id} on engine commit {started.engine_commit}"]
-    if started.detached:
-        lines.append(f"  pid {started.pid} (detached); log: {started.log_path}")
-    else:
-        lines.append(f"  engine exited with code {started.exit_code}; log: {started.log_path}")
-    lines.append(f"  binding: {started.binding_path}")
-    return "\n".join(lines)
-
-
 def cmd_launch(args: argparse.Namespace) -> Outcome:
     from mcp_server.experiments import launch_experiment
 
     started = launch_experiment(args.manifest, args.workspace, args.python, args.detach)
-    return Outcome(started, _started_text(started), started.exit_code or 0)
+    return Outcome(started, messages.started_text(started), started.exit_code or 0)
 
 
 def cmd_resume(args: argparse.Namespace) -> Outcome:
@@ -181,7 +130,7 @@ def cmd_resume(args: argparse.Namespace) -> Outcome:
     started = resume_experiment(
         args.experiment_id, args.workspace, args.manifest, args.python, args.detach
     )
-    return Outcome(started, _started_text(started), started.exit_code or 0)
+    return Outcome(started, messages.started_text(started), started.exit_code or 0)
 
 
 def cmd_status(args: argparse.Namespace) -> Outcome:

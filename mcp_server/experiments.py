@@ -474,6 +474,18 @@ def identity_differences(
     return diff_fields(recorded, found)
 
 
+def binding_differences(
+    binding: Binding, env: TargetEnv, record: InstallRecord | None
+) -> list[FieldDiff]:
+    """Every identity field where the engine installed in `env` (and the environment as it
+    is now) differs from the build the experiment is bound to."""
+    if record is None:
+        return [FieldDiff(field="record", recorded=binding.engine.identity_digest, found=None)]
+    probe = env.probe([record.build.distribution])
+    env_now = environment_info(probe, list(binding.engine.environment.dependencies))
+    return identity_differences(binding, record, env_now)
+
+
 def resume_experiment(
     experiment_id: str, workspace: str, manifest: str, python: str | None, detach: bool
 ) -> StartedEngine:
@@ -555,9 +567,7 @@ def _resume_locked(
                 report.differences
                 or [FieldDiff(field="verification", recorded="verified", found=report.status)],
             )
-        probe = env.probe([record.build.distribution])
-        env_now = environment_info(probe, list(binding.engine.environment.dependencies))
-        differences = identity_differences(binding, record, env_now)
+        differences = binding_differences(binding, env, record)
         if differences:
             raise IdentityRefusal(
                 "resume",

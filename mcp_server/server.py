@@ -26,8 +26,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 
-from mcp_server import __version__, diagnose, experiments, gitsource, install
-from mcp_server.cli import _format_diagnosis, _started_text
+from mcp_server import __version__, diagnose, experiments, gitsource, install, messages
 from mcp_server.diagnose import Diagnosis
 from mcp_server.errors import ExitCode, InvalidInput, SetupError
 from mcp_server.experiments import ExperimentStatus, StartedEngine, format_status
@@ -39,7 +38,6 @@ from mcp_server.provenance import (
     HistoryEntry,
     RecordStore,
     VerifyReport,
-    environment_info,
 )
 from mcp_server.redact import redact_text
 from mcp_server.targetenv import locate
@@ -218,59 +216,6 @@ ReplyT = TypeVar("ReplyT", bound=BaseModel)
 
 def _reply(cls: type[ReplyT], model: BaseModel, message: str) -> ReplyT:
     return cls.model_validate({**model.model_dump(), "message": message})
-
-
-# The command line builds these texts inline in its cmd_* handlers; they are mirrored here
-# word for word (tests compare them with the real command) until cli.py exposes them.
-
-
-def _resolution_text(ref: str, commit: str, repository: str) -> str:
-    return f"{ref} -> {commit}\n  repository: {repository}"
-
-
-def _install_text(result: InstallResult) -> str:
-    rec = result.record
-    verb = "installed" if result.status == "installed" else "already installed (unchanged)"
-    lines = [
-        f"{verb}: {rec.build.distribution} {rec.build.version} from {rec.source.repository}",
-        f"  ref:      {rec.source.requested_ref or '(by commit)'}",
-        f"  commit:   {rec.source.commit}",
-        f"  subtree:  {rec.source.subtree_id} ({rec.source.subdirectory})",
-        f"  wheel:    {rec.build.wheel_filename} sha256 {rec.build.wheel_sha256}",
-        f"  into:     {rec.install.environment}",
-        f"  identity: {rec.identity_digest}",
-        f"  verified: {result.verify.files_checked} files match RECORD",
-    ]
-    if result.previous_commit and result.previous_commit != rec.source.commit:
-        lines.append(f"  replaced: commit {result.previous_commit}")
-    if result.repaired:
-        lines.insert(0, f"repair: {result.repaired}")
-    return "\n".join(lines)
-
-
-def _verify_text(report: VerifyReport) -> str:
-    lines = [f"{report.status}: {report.distribution} in {report.environment}"]
-    if report.commit:
-        lines.append(f"  commit: {report.commit} ({report.requested_ref or 'by commit'})")
-    if report.status == "verified":
-        lines.append(f"  {report.files_checked} files match RECORD; identity digest recomputes")
-    lines += [
-        f"  differs: {d.field}: recorded {d.recorded}, found {d.found}" for d in report.differences
-    ]
-    lines += [f"  note: {n}" for n in report.notes]
-    return "\n".join(lines)
-
-
-def _history_text(entries: list[HistoryEntry], torn: int | None, where: str) -> str:
-    lines = [f"install history of {where}:"] if entries else [f"no installs recorded in {where}"]
-    lines += [
-        f"  {e.time}  {e.event:<11} {e.commit[:12]}  {e.requested_ref or '(by commit)'}"
-        + (f"  {e.detail}" if e.detail else "")
-        for e in entries
-    ]
-    if torn:
-        lines.append(f"  warning: line {torn} of the history is torn (an interrupted write)")
-    return "\n".join(lines)
 
 
 # --------------------------------------------------------------------------------------------
@@ -468,7 +413,7 @@ async def resolve_branch(
 
     def work() -> BranchResolution:
         res = gitsource.resolve_branch(_profile(engine).repository, branch)
-        text = _resolution_text(res.ref, res.commit, res.repository)
+        text = messages.resolution_text(res.ref, res.commit, res.repository)
         return BranchResolution(
             repository=res.repository,
             branch=res.branch,
@@ -520,7 +465,7 @@ async def install_engine(
             extras=list(extras),
         )
         result = install.install_engine(request, _worker_progress(tracker))
-        return _reply(InstallReply, result, _install_text(result))
+        return _reply(InstallReply, result, messages.install_text(result))
 
     return await _run(ctx, work, tracker)
 
@@ -549,9 +494,9 @@ async def check_provenance(
     def work() -> ProvenanceReport:
         profile = _profile(engine)
         report = install.verify(python, profile)
-        lines = [_verify_text(report)]
+        lines = [messages.verify_text(report)]
         if report.exit_code == ExitCode.NOTHING_INSTALLED:
-            lines += ["", _format_diagnosis(diagnose.diagnose(python, profile))]
+            lines += ["", messages.diagnosis_text(diagnose.diagnose(python, profile))]
         check = None
         if experiment_id is not None and workspace is not None:
             check = _binding_check(python, experiment_id, workspace)
@@ -570,13 +515,7 @@ def _binding_check(python: str, experiment_id: str, workspace: str) -> BindingCh
     )
     binding = experiments.read_binding(files)
     env = locate(python)
-    record = RecordStore(env.state_dir).read_record()
-    if record is None:
-        found = [FieldDiff(field="record", recorded=binding.engine.identity_digest, found=None)]
-    else:
-        probe = env.probe([record.build.distribution])
-        env_now = environment_info(probe, list(binding.engine.environment.dependencies))
-        found = experiments.identity_differences(binding, record, env_now)
+    found = experiments.binding_differences(binding, env, RecordStore(env.state_dir).read_record())
     return BindingCheck(
         experiment_id=binding.experiment_id,
         binding_path=str(files.binding),
@@ -584,7 +523,7 @@ def _binding_check(python: str, experiment_id: str, workspace: str) -> BindingCh
         bound_identity_digest=binding.engine.identity_digest,
         matches=not found,
         differences=found,
-        recreate_commands=experiments.recreate_commands(binding, binding.manifest_path)
+        recreate_commands=experiments.recreate_commands(binding, Path(binding.manifest_path))
         if found
         else [],
     )
@@ -617,7 +556,7 @@ async def diagnose_engine(
 
     def work() -> DiagnosisReply:
         result = diagnose.diagnose(python, _profile(engine))
-        return _reply(DiagnosisReply, result, _format_diagnosis(result))
+        return _reply(DiagnosisReply, result, messages.diagnosis_text(result))
 
     return await _run(ctx, work)
 
@@ -640,7 +579,7 @@ async def launch_experiment(
     def work() -> StartedReply:
         started = experiments.launch_experiment(manifest, workspace, python, detach=True)
         _reap(started.pid)
-        return _reply(StartedReply, started, _started_text(started))
+        return _reply(StartedReply, started, messages.started_text(started))
 
     return await _run(ctx, work)
 
@@ -670,7 +609,7 @@ async def resume_experiment(
             experiment_id, workspace, manifest, python, detach=True
         )
         _reap(started.pid)
-        return _reply(StartedReply, started, _started_text(started))
+        return _reply(StartedReply, started, messages.started_text(started))
 
     return await _run(ctx, work)
 
@@ -710,7 +649,7 @@ async def install_history(python: Python, ctx: Context) -> InstallHistory:
             environment=where,
             entries=entries,
             torn_line=torn,
-            message=_history_text(entries, torn, where),
+            message=messages.history_text(entries, torn, where),
         )
 
     return await _run(ctx, work)

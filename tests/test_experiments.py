@@ -362,8 +362,8 @@ def test_launch_refuses_an_existing_experiment_id(tmp_path: Path, installed_env:
     assert result.code == 1, result.output
     assert f"experiment {EXP} already exists in {exp.workspace}" in result.stderr
     assert f"automl-setup resume --experiment-id {EXP}" in result.stderr
-    assert_unchanged(before, freeze(exp, installed_env))
-    assert len(exp.attempts()) >= 2  # the existing history is still there
+    # Its own ledger records the refused launch; nothing else changed.
+    assert_refused_once(exp, before, installed_env, reason="already exists", action="launch")
 
 
 @pytest.mark.slow
@@ -384,25 +384,6 @@ def test_launch_refuses_when_only_the_engine_directory_exists(
     assert result.code == 1 and "already exists" in result.stderr, result.output
     assert_unchanged(before, freeze(exp, installed_env))
     assert not exp.sidecar.exists()
-
-
-@pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: launch_experiment (mcp_server/experiments.py, the 'already exists' check) "
-    "raises without appending a refused launch entry to the existing experiment's attempts "
-    "ledger, though the ledger is meant to record every launch, resume and refusal",
-)
-def test_refused_launch_of_an_existing_id_is_in_its_attempts_ledger(
-    tmp_path: Path, installed_env: Path
-) -> None:
-    exp = Experiment(
-        write_manifest(tmp_path / "m.yaml", max_trials=1, sleep=0.0), tmp_path / "ws", installed_env
-    )
-    assert exp.cli("launch").code == 0
-    before = freeze(exp, installed_env)
-    assert exp.cli("launch").code == 1
-    assert_refused_once(exp, before, installed_env, reason="already exists", action="launch")
 
 
 @pytest.mark.slow
@@ -569,6 +550,32 @@ def test_status_of_an_unknown_experiment(tmp_path: Path) -> None:
         in json.loads(result.stdout)["error"]["cause"]
     )
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: engine_status (mcp_server/experiments.py) catches OSError but not "
+    "subprocess.TimeoutExpired, so an engine whose `status` does not answer within "
+    "STATUS_TIMEOUT_S (a hung filesystem, or just a long ledger: the engine's replay is "
+    "quadratic) crashes status, experiments and the install guard with an unexpected error",
+)
+def test_status_and_install_guard_survive_an_engine_status_that_hangs(
+    interrupted: Experiment, installed_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mcp_server import experiments
+    from mcp_server.registry import unfinished_experiments
+
+    # The real engine's `status` now blocks opening its ledger (a FIFO nobody writes to).
+    ledger = interrupted.engine_dir / "ledger.jsonl"
+    ledger.unlink()
+    os.mkfifo(ledger)
+    monkeypatch.setattr(experiments, "STATUS_TIMEOUT_S", 1.0)  # instead of waiting 60 s
+
+    status = experiments.experiment_status(EXP, str(interrupted.workspace))
+    assert status.trials_done is None and status.notes  # reported, not raised
+    unfinished = unfinished_experiments(installed_env / ".automl-setup")
+    assert [e.experiment_id for e in unfinished] == [EXP]  # doubt keeps it bound
 
 
 TORN = b'{"action":"resume","attempt":3,"ho'

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import engine_marker, profile_args, run_cli, tree_digest
+from conftest import engine_marker, env_snapshot, profile_args, run_cli, tree_digest
 from test_experiments import (
     EXP,
     Experiment,
@@ -361,15 +361,10 @@ def test_resume_refused_on_another_build_names_fields_and_the_recreate_commands(
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: _resume_locked (mcp_server/experiments.py) never calls register_experiment "
-    "for the environment it resumes in, so the install guard of a recreated environment does "
-    "not know an unfinished experiment now runs on it and lets another engine replace it",
-)
 def test_resume_in_a_recreated_environment_binds_the_experiment_to_it(
     tmp_path: Path, source_repo: SourceRepository, installed_env: Path, reaper: Reaper
 ) -> None:
+    """Rule 5 holds in the environment an experiment was resumed in, not only launched in."""
     exp = make_interrupted(tmp_path, installed_env, reaper, max_trials=6, sleep=0.3)
     binding = json.loads(exp.binding.read_bytes())
     install_cmd, _resume_cmd = recreate_commands(binding, exp.manifest)
@@ -380,10 +375,14 @@ def test_resume_in_a_recreated_environment_binds_the_experiment_to_it(
     interrupt(exp_there, reaper, pid, after_trials=exp.trials_done() + 1)
     assert exp_there.status()["state"] == "interrupted"
 
+    before = env_snapshot(new_env)
     result = run_cli(
         "install", "--branch", "dev/next", "--python", str(new_env), *profile_args(source_repo)
     )
     assert result.code == 1, result.output
+    assert f"unfinished experiments are bound to the engine in {new_env}" in result.stderr
+    assert f"{EXP} ({exp.workspace})" in result.stderr
+    assert env_snapshot(new_env) == before
     assert engine_marker(new_env) == "main-1"
 
 
