@@ -24,6 +24,7 @@ import argparse
 import contextlib
 import hashlib
 import json
+import math
 import os
 import shutil
 import signal
@@ -138,9 +139,13 @@ print(json.dumps({"events": len(lines), "bytes": paths.ledger.stat().st_size}))
 
 def wrap(text: str, first: str = "", rest: str = "  ") -> str:
     return textwrap.fill(
-        text, width=100, initial_indent=first, subsequent_indent=rest,
-        break_long_words=False, break_on_hyphens=False,
-    )  # fmt: skip
+        text,
+        width=100,
+        initial_indent=first,
+        subsequent_indent=rest,
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
 
 
 def load_average() -> str:
@@ -191,9 +196,13 @@ def clean_env() -> dict[str, str]:
 def timed_run(argv: list[str]) -> float:
     started = time.perf_counter()
     proc = subprocess.run(
-        argv, capture_output=True, text=True, stdin=subprocess.DEVNULL, env=clean_env(),
+        argv,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        env=clean_env(),
         check=False,
-    )  # fmt: skip
+    )
     elapsed = time.perf_counter() - started
     if proc.returncode != 0:
         raise RuntimeError(f"{argv[0]} exited {proc.returncode}: {proc.stderr[-500:]}")
@@ -248,9 +257,9 @@ def decision(files: ExperimentFiles, manifest: Path, env_path: Path) -> dict[str
     """The steps resume_experiment takes before it starts the engine, timed one by one, with
     the same functions. The attempt is logged as a refusal, so no engine is started."""
     t: dict[str, float] = {}
-    with step(t, "controller lock"), _controller_lock(files) as _fd:
-        pass
+    locking = time.perf_counter()
     with _controller_lock(files):
+        t["controller lock"] = time.perf_counter() - locking
         with step(t, "read binding"):
             binding = read_binding(files)
         with step(t, "read manifest + sha256"):
@@ -274,9 +283,11 @@ def decision(files: ExperimentFiles, manifest: Path, env_path: Path) -> dict[str
                 _engine_script(env, record)
             with step(t, "register with the environment"):
                 register_experiment(
-                    env.state_dir, files.experiment_id, files.workspace,
+                    env.state_dir,
+                    files.experiment_id,
+                    files.workspace,
                     binding.engine.identity_digest,
-                )  # fmt: skip
+                )
             with step(t, "attempts: number (read all)"):
                 _attempt_number(files)
             with step(t, "attempts: log (read all + append)"):
@@ -334,10 +345,20 @@ def interrupted_experiment(
 
 def generate_engine_ledger(env: Path, files: ExperimentFiles, entries: int) -> dict[str, int]:
     proc = subprocess.run(
-        [str(env / "bin" / "python"), "-c", GENERATE, str(files.workspace), files.experiment_id,
-         str(entries)],
-        capture_output=True, text=True, stdin=subprocess.DEVNULL, env=clean_env(), check=False,
-    )  # fmt: skip
+        [
+            str(env / "bin" / "python"),
+            "-c",
+            GENERATE,
+            str(files.workspace),
+            files.experiment_id,
+            str(entries),
+        ],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        env=clean_env(),
+        check=False,
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"generating the engine ledger failed: {proc.stderr[-800:]}")
     return dict(json.loads(proc.stdout))
@@ -347,9 +368,13 @@ def pad_attempts(files: ExperimentFiles, entries: int) -> None:
     """Earlier refusals, in AttemptEntry's own format, up to `entries` lines."""
     have = len(read_json_lines(files.attempts, what="attempts ledger").entries)
     template = AttemptEntry(
-        time=utc_now(), action="resume", outcome="refused", attempt=1, host=socket.gethostname(),
+        time=utc_now(),
+        action="resume",
+        outcome="refused",
+        attempt=1,
+        host=socket.gethostname(),
         reason=f"lock: another controller holds the lock of experiment {files.experiment_id}",
-    ).model_dump(mode="json")  # fmt: skip
+    ).model_dump(mode="json")
     with files.attempts.open("a", encoding="utf-8") as fh:
         fh.writelines(
             json.dumps({**template, "attempt": n}, sort_keys=True, separators=(",", ":")) + "\n"
@@ -367,8 +392,9 @@ def measure(files: ExperimentFiles, manifest: Path, env: Path, runs: int) -> dic
 def end_to_end(files: ExperimentFiles, manifest: Path, env: Path, *, kill: bool) -> float:
     """resume_experiment itself, detached: returns once the engine is started and logged."""
     started = time.perf_counter()
-    result = resume_experiment(files.experiment_id, str(files.workspace), str(manifest),
-                               str(env), detach=True)  # fmt: skip
+    result = resume_experiment(
+        files.experiment_id, str(files.workspace), str(manifest), str(env), detach=True
+    )
     elapsed = time.perf_counter() - started
     if kill:  # its engine would replay a huge ledger for a long time: not what is measured
         with contextlib.suppress(ProcessLookupError):
@@ -397,7 +423,9 @@ def resume_check(workdir: Path, env: Path, runs: int, entries: int) -> None:
     columns["attempts"] = measure(small, small_manifest, env, runs)
     e2e["attempts"] = end_to_end(small, small_manifest, env, kill=False)
     tail_full = statistics.median(_time(lambda: _attempt_number(small)) for _ in range(runs))
-    tail_prop = statistics.median(_time(lambda: tail_attempt_number(small.attempts)) for _ in range(runs))
+    tail_prop = statistics.median(
+        _time(lambda: tail_attempt_number(small.attempts)) for _ in range(runs)
+    )
     assert tail_attempt_number(small.attempts) == _attempt_number(small)
 
     trials = (entries - 2) // 2
@@ -410,37 +438,50 @@ def resume_check(workdir: Path, env: Path, runs: int, entries: int) -> None:
     columns["both"] = measure(big, big_manifest, env, runs)
     e2e["both"] = end_to_end(big, big_manifest, env, kill=True)
 
-    heads = {"small": "small", "attempts": "attempts big", "engine": "engine big",
-             "both": "both big"}  # fmt: skip
+    heads = {
+        "small": "small",
+        "attempts": "attempts big",
+        "engine": "engine big",
+        "both": "both big",
+    }
     print(f"   median of {runs} runs per column, ms; ledgers per column:")
     for key, head in heads.items():
         print(f"     {head:<13} {sizes[key]}")
-    print(f"   engine ledger: {generated['bytes'] / 1e6:.1f} MB; attempts ledger of "
-          f"{entries:,} lines: {big.attempts.stat().st_size / 1e6:.1f} MB")  # fmt: skip
+    print(
+        f"   engine ledger: {generated['bytes'] / 1e6:.1f} MB; attempts ledger of "
+        f"{entries:,} lines: {big.attempts.stat().st_size / 1e6:.1f} MB"
+    )
     print("   " + f"{'step':<38}" + "".join(f"{h:>14}" for h in heads.values()))
     for name in columns["small"]:
         cells = "".join(f"{ms(columns[k][name]):>14}" for k in heads)
         print(f"   {name:<38}{cells}")
-    print(f"   {'resume_experiment, end to end (1 run)':<38}{'':>14}"
-          f"{ms(e2e['attempts']):>14}{'':>14}{ms(e2e['both']):>14}")  # fmt: skip
+    print(
+        f"   {'resume_experiment, end to end (1 run)':<38}{'':>14}"
+        f"{ms(e2e['attempts']):>14}{'':>14}{ms(e2e['both']):>14}"
+    )
     worst = max(columns[k]["total (median of sums)"] for k in heads)
     verdict = "MET" if worst < TARGET_S and max(e2e.values()) < TARGET_S else "MISSED"
-    print(f"   target < {TARGET_S * 1000:.0f} ms: {verdict} (worst total {ms(worst)} ms, "
-          f"end to end {ms(max(e2e.values()))} ms)")  # fmt: skip
+    print(
+        f"   target < {TARGET_S * 1000:.0f} ms: {verdict} (worst total {ms(worst)} ms, "
+        f"end to end {ms(max(e2e.values()))} ms)"
+    )
     attempts_cost = (
         columns["both"]["attempts: number (read all)"]
         + columns["both"]["attempts: log (read all + append)"]
         - columns["small"]["attempts: number (read all)"]
         - columns["small"]["attempts: log (read all + append)"]
     )
-    print(wrap(
-        f"where the extra time goes: the attempts ledger is parsed whole twice per accepted "
-        f"resume (_attempt_number in _start, again in _log_attempt): +{ms(attempts_cost)} ms "
-        f"at {entries:,} lines. The engine ledger is never read by automl-setup's check "
-        f"(columns 'small' vs 'engine big'). Reading only the last complete line for the "
-        f"next number takes {tail_prop * 1000:.2f} ms instead of {ms(tail_full)} ms.",
-        "   ", "   ",
-    ))  # fmt: skip
+    print(
+        wrap(
+            f"where the extra time goes: the attempts ledger is parsed whole twice per accepted "
+            f"resume (_attempt_number in _start, again in _log_attempt): +{ms(attempts_cost)} ms "
+            f"at {entries:,} lines. The engine ledger is never read by automl-setup's check "
+            f"(columns 'small' vs 'engine big'). Reading only the last complete line for the "
+            f"next number takes {tail_prop * 1000:.2f} ms instead of {ms(tail_full)} ms.",
+            "   ",
+            "   ",
+        )
+    )
 
 
 def _time(fn: Callable[[], Any]) -> float:
@@ -467,16 +508,17 @@ def engine_replay(workdir: Path, env: Path, sizes: list[int]) -> None:
         print(f"   {size:>7,} events: {elapsed:8.2f} s", flush=True)
     (n0, t0), (n1, t1) = timings[0], timings[-1]
     if n1 > n0 and t1 > t0:
-        import math
-
         exponent = math.log(t1 / t0) / math.log(n1 / n0)
         guess = t1 * (100_000 / n1) ** exponent
-        print(wrap(
-            f"time grows as n^{exponent:.1f}; at 100,000 events status would take about "
-            f"{guess / 3600:,.1f} h (resume replays twice). automl-setup's `status` and the "
-            "install guard run the engine's status with a 60 s timeout.",
-            "   ", "   ",
-        ))  # fmt: skip
+        print(
+            wrap(
+                f"time grows as n^{exponent:.1f}; at 100,000 events status would take about "
+                f"{guess / 3600:,.1f} h (resume replays twice). automl-setup's `status` and the "
+                "install guard run the engine's status with a 60 s timeout.",
+                "   ",
+                "   ",
+            )
+        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -486,8 +528,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=7, help="timed runs per figure (default 7)")
     parser.add_argument("--entries", type=int, default=100_000, help="big ledger lines")
-    parser.add_argument("--engine-sizes", default="250,500,1000",
-                        help="engine ledger sizes for section 3 (comma separated; '' skips)")  # fmt: skip
+    parser.add_argument(
+        "--engine-sizes",
+        default="250,500,1000",
+        help="engine ledger sizes for section 3 (comma separated; '' skips)",
+    )
     parser.add_argument("--workdir", type=Path, help="default: a new temporary directory")
     parser.add_argument("--keep", action="store_true", help="keep the workdir")
     return parser.parse_args(argv)
@@ -508,8 +553,9 @@ def main(argv: list[str] | None = None) -> int:
             distribution=REFERENCE_DISTRIBUTION,
         )
         env = workdir / "env"
-        install_engine(InstallRequest(profile=profile, python=str(env), branch="main",
-                                      create_env=True))  # fmt: skip
+        install_engine(
+            InstallRequest(profile=profile, python=str(env), branch="main", create_env=True)
+        )
         launch_overhead(workdir, env, args.runs)
         resume_check(workdir, env, args.runs, args.entries)
         sizes = [int(s) for s in args.engine_sizes.split(",") if s.strip()]
