@@ -22,7 +22,7 @@ import shlex
 import signal
 import socket
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -32,7 +32,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mcp_server import __version__
 from mcp_server.errors import ExitCode, InvalidInput, SetupError
-from mcp_server.fsutil import append_json_line, exclusive_create, exclusive_lock, read_json_lines
+from mcp_server.fsutil import (
+    exclusive_create,
+    exclusive_lock,
+    numbered_append,
+    read_json_lines,
+)
 from mcp_server.provenance import (
     BuildIdentity,
     EnvironmentInfo,
@@ -205,14 +210,22 @@ def _host() -> str:
     return socket.gethostname()
 
 
-def _attempt_number(files: ExperimentFiles) -> int:
-    return len(read_json_lines(files.attempts, what="attempts ledger").entries) + 1
+@contextlib.contextmanager
+def _next_attempt(files: ExperimentFiles) -> Iterator[tuple[int, Callable[..., AttemptEntry]]]:
+    """The next attempt number, held (ledger flock) until its entry is written."""
+    with numbered_append(files.attempts, key="attempt", what="attempts ledger") as (n, write):
+
+        def log(**fields: Any) -> AttemptEntry:
+            entry = AttemptEntry(time=utc_now(), host=_host(), attempt=n, **fields)
+            write(entry.model_dump(mode="json"))
+            return entry
+
+        yield n, log
 
 
 def _log_attempt(files: ExperimentFiles, **fields: Any) -> AttemptEntry:
-    entry = AttemptEntry(time=utc_now(), host=_host(), attempt=_attempt_number(files), **fields)
-    append_json_line(files.attempts, entry.model_dump(mode="json"))
-    return entry
+    with _next_attempt(files) as (_number, log):
+        return log(**fields)
 
 
 @contextlib.contextmanager
@@ -262,9 +275,8 @@ def _engine_script(env: TargetEnv, record: InstallRecord) -> tuple[str, Path]:
     return scripts[0], probe.scripts / scripts[0]
 
 
-def _verified_record(env: TargetEnv, step: str) -> InstallRecord:
-    store = RecordStore(env.state_dir)
-    record = store.read_record()
+def _require_record(env: TargetEnv, step: str) -> InstallRecord:
+    record = RecordStore(env.state_dir).read_record()
     if record is None:
         raise SetupError(
             step,
@@ -272,6 +284,11 @@ def _verified_record(env: TargetEnv, step: str) -> InstallRecord:
             f"install one first: automl-setup install --branch main --python {env.prefix}",
             exit_code=ExitCode.NOTHING_INSTALLED,
         )
+    return record
+
+
+def _verified_record(env: TargetEnv, step: str) -> InstallRecord:
+    record = _require_record(env, step)
     report = verify_environment(env, record.build.distribution)
     if report.status != "verified":
         raise SetupError(
@@ -333,18 +350,17 @@ def _start(
     register_experiment(
         env.state_dir, files.experiment_id, files.workspace, binding.engine.identity_digest
     )
-    attempt = _attempt_number(files)
-    log_path = files.log(attempt)
-    proc = _spawn(argv, env, log_path, lock_fd)
-    _log_attempt(
-        files,
-        action=action,
-        outcome="accepted",
-        pid=proc.pid,
-        environment=str(env.prefix),
-        identity_digest=binding.engine.identity_digest,
-        log=str(log_path),
-    )
+    with _next_attempt(files) as (attempt, log):
+        log_path = files.log(attempt)
+        proc = _spawn(argv, env, log_path, lock_fd)
+        log(
+            action=action,
+            outcome="accepted",
+            pid=proc.pid,
+            environment=str(env.prefix),
+            identity_digest=binding.engine.identity_digest,
+            log=str(log_path),
+        )
     exit_code = None
     if not detach:
         exit_code = _wait_forwarding_signals(proc)
@@ -384,6 +400,7 @@ def launch_experiment(
         if files.dir.is_dir():  # an experiment of ours: its ledger records the refusal
             _log_attempt(files, action="launch", outcome="refused", reason=refusal.message)
         raise refusal
+    _require_record(env, "launch")  # before the lock, which would create files in the env
     store = RecordStore(env.state_dir)
     with exclusive_lock(store.lock_path, step="launch", holder=f"environment {env.prefix}"):
         record = _verified_record(env, "launch")
@@ -549,15 +566,16 @@ def _resume_locked(
         )
     env = locate(python)
     store = RecordStore(env.state_dir)
+    # Checked before the lock, which would create files in an environment we never installed.
+    if store.read_record() is None:
+        raise IdentityRefusal(
+            "resume",
+            f"no engine record in {env.prefix}: nothing proves it is the bound engine",
+            remedy,
+            [FieldDiff(field="record", recorded=binding.engine.identity_digest, found=None)],
+        )
     with exclusive_lock(store.lock_path, step="resume", holder=f"environment {env.prefix}"):
-        record = store.read_record()
-        if record is None:
-            raise IdentityRefusal(
-                "resume",
-                f"no engine record in {env.prefix}: nothing proves it is the bound engine",
-                remedy,
-                [FieldDiff(field="record", recorded=binding.engine.identity_digest, found=None)],
-            )
+        record = _require_record(env, "resume")
         report = verify_environment(env, record.build.distribution)
         if report.status != "verified":
             raise IdentityRefusal(
@@ -606,6 +624,8 @@ def engine_status(
         )
     except OSError as exc:
         return None, f"the bound engine could not be run for status: {exc.strerror}"
+    except subprocess.TimeoutExpired:
+        return None, f"the engine's status did not answer within {STATUS_TIMEOUT_S:.0f} s"
     try:
         data = json.loads(proc.stdout)
     except ValueError:

@@ -6,12 +6,14 @@ import contextlib
 import fcntl
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from mcp_server.errors import SetupError
+
+TAIL_CHUNK = 1 << 16
 
 
 def fsync_dir(directory: Path) -> None:
@@ -50,14 +52,28 @@ def append_json_line(path: Path, entry: dict[str, Any]) -> None:
     line = (json.dumps(entry, sort_keys=True, separators=(",", ":")) + "\n").encode("utf-8")
     path.parent.mkdir(parents=True, exist_ok=True)
     is_new = not path.exists()
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
     try:
+        _refuse_torn_tail(fd, path)
         os.write(fd, line)
         os.fsync(fd)
     finally:
         os.close(fd)
     if is_new:
         fsync_dir(path.parent)
+
+
+def _refuse_torn_tail(fd: int, path: Path) -> None:
+    """Appending after a torn last line would glue two entries into one corrupt line."""
+    size = os.fstat(fd).st_size
+    if size and os.pread(fd, 1, size - 1) != b"\n":
+        data = os.pread(fd, min(size, TAIL_CHUNK), max(0, size - TAIL_CHUNK))
+        offset = size - len(data) + data.rfind(b"\n") + 1
+        raise SetupError(
+            "append",
+            f"{path} ends with a torn line (an interrupted write) at byte {offset}",
+            f"inspect it, then cut the torn line off: truncate -s {offset} {path}",
+        )
 
 
 @dataclass(frozen=True)
@@ -85,6 +101,57 @@ def read_json_lines(path: Path, *, what: str) -> JsonLines:
             ) from None
     torn = len(lines) + 1 if trailing else None
     return JsonLines(entries, torn)
+
+
+def _last_line(fd: int, size: int) -> bytes:
+    """The last complete line of a file that ends with a newline, read from the end."""
+    chunk = TAIL_CHUNK
+    while True:
+        start = max(0, size - chunk)
+        data = os.pread(fd, size - start, start)
+        body = data[:-1]  # drop the final newline
+        cut = body.rfind(b"\n")
+        if cut >= 0 or start == 0:
+            return body[cut + 1 :]
+        chunk *= 2
+
+
+@contextlib.contextmanager
+def numbered_append(
+    path: Path, *, key: str, what: str
+) -> Iterator[tuple[int, Callable[[dict[str, Any]], None]]]:
+    """Hold an exclusive flock on an append-only JSON-lines ledger and yield (the next number,
+    a writer): one more than `key` of the last line, read from the tail only, so numbers stay
+    unique and dense under concurrency and cost nothing on a long ledger. A torn last line
+    refuses: appending after it would glue two entries into one corrupt line."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    is_new = not path.exists()
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        _refuse_torn_tail(fd, path)
+        size = os.fstat(fd).st_size
+        number = 1
+        if size:
+            try:
+                number = int(json.loads(_last_line(fd, size))[key]) + 1
+            except (ValueError, KeyError, TypeError):
+                raise SetupError(
+                    f"append to {what}",
+                    f"the last line of {path} is not a valid entry",
+                    "restore the file from a backup; it is never rewritten automatically",
+                ) from None
+
+        def write(entry: dict[str, Any]) -> None:
+            line = json.dumps(entry, sort_keys=True, separators=(",", ":")) + "\n"
+            os.write(fd, line.encode("utf-8"))
+            os.fsync(fd)
+
+        yield number, write
+    finally:
+        os.close(fd)
+    if is_new:
+        fsync_dir(path.parent)
 
 
 @contextlib.contextmanager

@@ -148,6 +148,13 @@ def _install_locked(
         if repaired:
             progress("repair", repaired)
         previous = store.read_record()
+        _entries, torn = store.read_history()
+        if torn:
+            raise SetupError(
+                "install",
+                f"the install history {store.history_path} has a torn last line ({torn})",
+                "inspect it and cut the torn line off; the history is never rewritten silently",
+            )
         progress("resolve", f"resolving {'refs/heads/' + branch if branch else commit}")
         requested_ref = None
         if branch is not None:
@@ -348,6 +355,10 @@ class Transaction:
             "previous_distribution": previous.name if previous is not None else None,
             "backup": saved,
             "versions_before": before.versions,
+            # Stored before verify (which reads it); a rollback removes it if it is new.
+            "new_wheel_record": None
+            if self.store.wheel_record_path(self.meta.record_digest).exists()
+            else self.meta.record_digest,
             "new_files": [
                 str(before.purelib / p)
                 for p, _h, _s in parse_record_csv(self.meta.record_text)
@@ -493,6 +504,8 @@ def rollback(env: TargetEnv, store: RecordStore, journal: dict[str, Any], *, rea
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(txdir / "backup" / name, target)
     _restore_dependencies(env, journal, txdir)
+    if journal.get("new_wheel_record"):
+        store.wheel_record_path(str(journal["new_wheel_record"])).unlink(missing_ok=True)
     commit = str(journal.get("commit", ""))
     store.append_history(
         HistoryEntry(
@@ -556,9 +569,13 @@ def recover_interrupted(env: TargetEnv, store: RecordStore) -> str | None:
     """Called with the environment lock held: finish or roll back a transaction left by a
     killed install. Returns a one-line account of what was done, or None."""
     journal = store.journal()
+    txid = journal.get("txid") if journal else None
+    # A kill before the journal was written leaves only a backup nobody needs.
+    for stale in store.transactions.glob("*") if store.transactions.is_dir() else []:
+        if stale.name != txid:
+            shutil.rmtree(stale, ignore_errors=True)
     if journal is None:
         return None
-    txid = journal.get("txid")
     if journal.get("damaged"):
         raise SetupError(
             "repair",

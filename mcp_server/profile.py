@@ -103,7 +103,17 @@ def load_profile(path: Path | None = None, **overrides: str | None) -> EnginePro
             raise InvalidInput(
                 "profile", f"cannot read profile file {path}: {exc}", "pass a readable TOML file"
             ) from exc
-        values.update(data.get("engine", data))
+        if "engine" in data:
+            extra = sorted(k for k in data if k != "engine")
+            if not isinstance(data["engine"], dict) or extra:
+                raise InvalidInput(
+                    "profile",
+                    f"{path}: with an [engine] table, everything must be inside it"
+                    + (f" (found outside: {', '.join(extra)})" if extra else ""),
+                    "put repository, subdirectory, distribution, requirement under [engine]",
+                )
+            data = data["engine"]
+        values.update(data)
     values.update({k: v for k, v in overrides.items() if v is not None})
     try:
         return EngineProfile(**values)

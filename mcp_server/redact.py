@@ -6,7 +6,8 @@ import re
 from urllib.parse import urlsplit, urlunsplit
 
 # scheme://userinfo@host  -> scheme://host ; userinfo may hold "user:token".
-_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/@\s]+)@")
+# Up to the last '@' before the path: a password may itself contain '@'.
+_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/?#\s]+)@")
 # ?access_token=..., &token=... and the like inside URLs.
 _QUERY_SECRET = re.compile(
     r"(?P<key>[?&](?:access_token|private_token|token|password|passwd|secret|key|sig)=)[^&#\s'\"]+",

@@ -252,6 +252,7 @@ def interrupted_fixture(tmp_path: Path, installed_env: Path, reaper: Reaper) -> 
 @dataclass(frozen=True)
 class Frozen:
     workspace: dict[str, str]  # every file of the workspace except the attempts ledger
+    paths: list[str]  # every path of the workspace, directories included
     engine_dir: dict[str, str]
     binding: bytes | None
     attempts: bytes
@@ -264,6 +265,7 @@ def freeze(exp: Experiment, *envs: Path) -> Frozen:
 
     return Frozen(
         workspace=tree_digest(exp.workspace, skip=not_attempts),
+        paths=sorted(str(p.relative_to(exp.workspace)) for p in exp.workspace.rglob("*")),
         engine_dir=tree_digest(exp.engine_dir),
         binding=exp.binding.read_bytes() if exp.binding.exists() else None,
         attempts=exp.attempts_path.read_bytes() if exp.attempts_path.exists() else b"",
@@ -275,6 +277,7 @@ def assert_unchanged(before: Frozen, after: Frozen) -> None:
     assert after.binding == before.binding, "the binding changed"
     assert after.engine_dir == before.engine_dir, "the engine's experiment directory changed"
     assert after.workspace == before.workspace, "files of the workspace changed"
+    assert after.paths == before.paths, "paths were created or removed in the workspace"
     assert after.envs == before.envs, "an environment changed"
 
 
@@ -445,13 +448,6 @@ def test_launch_refuses_an_engine_without_record(
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: launch_experiment and _resume_locked (mcp_server/experiments.py) take "
-    "exclusive_lock(RecordStore(env.state_dir).lock_path) before finding there is no record; "
-    "fsutil.exclusive_lock mkdirs <prefix>/.automl-setup and creates its lock file, so a "
-    "refused launch or resume writes into an environment automl-setup never installed into",
-)
 def test_refusals_write_nothing_into_an_environment_without_record(
     tmp_path: Path, source_repo: SourceRepository
 ) -> None:
@@ -553,13 +549,6 @@ def test_status_of_an_unknown_experiment(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: engine_status (mcp_server/experiments.py) catches OSError but not "
-    "subprocess.TimeoutExpired, so an engine whose `status` does not answer within "
-    "STATUS_TIMEOUT_S (a hung filesystem, or just a long ledger: the engine's replay is "
-    "quadratic) crashes status, experiments and the install guard with an unexpected error",
-)
 def test_status_and_install_guard_survive_an_engine_status_that_hangs(
     interrupted: Experiment, installed_env: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -599,12 +588,6 @@ def test_status_reports_a_torn_last_line_of_the_attempts_ledger(interrupted: Exp
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: _log_attempt (mcp_server/experiments.py) appends after a torn last line, "
-    "gluing the new entry onto it; the torn line becomes an invalid line in the middle and "
-    "every later status/resume fails with 'the file is corrupt'",
-)
 def test_a_torn_attempts_line_is_still_reported_after_the_next_attempt(
     tmp_path: Path, interrupted: Experiment
 ) -> None:

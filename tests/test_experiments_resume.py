@@ -201,13 +201,6 @@ HISTORY = 20_000
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: _attempt_number + append_json_line in _log_attempt (mcp_server/experiments.py) "
-    "count the ledger's lines and append without any lock; refusals are written precisely "
-    "while another process holds the controller lock, so concurrent refusals read the same "
-    "count and get the same attempt number (a long ledger widens the window)",
-)
 def test_concurrent_refusals_get_distinct_attempt_numbers(
     tmp_path: Path, installed_env: Path, reaper: Reaper
 ) -> None:

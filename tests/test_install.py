@@ -316,6 +316,7 @@ def _hostile_cases(pwned: Path) -> list[tuple[str, list[str], str]]:
 HOSTILE_IDS = [case[0] for case in _hostile_cases(Path("/x"))]
 
 
+@pytest.mark.slow  # the shared `world` env is a real install (each case itself is fast)
 @pytest.mark.parametrize("case_id", HOSTILE_IDS)
 def test_hostile_input_is_refused_with_no_side_effect(
     world: World, tmp_path: Path, case_id: str
@@ -559,12 +560,6 @@ def test_history_lists_installs_in_order(
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: fsutil.append_json_line appends after a torn last line (no trailing newline), "
-    "gluing the next entry onto it; the torn line becomes a corrupt middle line and "
-    "`history` fails from then on",
-)
 def test_install_after_a_torn_history_line_keeps_the_history_readable(
     source_repo: SourceRepository, installed_env: Path
 ) -> None:

@@ -124,22 +124,12 @@ def test_missing_profile_file_is_refused(tmp_path: Path) -> None:
         load_profile(tmp_path / "absent.toml")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: profile.py load_profile calls values.update() on a non-table "
-    '`engine` value, so `engine = "x"` raises ValueError/TypeError instead of InvalidInput',
-)
 @pytest.mark.parametrize("text", ['engine = "x"\n', "engine = 5\n"])
 def test_engine_key_that_is_not_a_table_is_invalid_input(tmp_path: Path, text: str) -> None:
     with pytest.raises(InvalidInput):
         load_profile(_write(tmp_path, text))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: profile.py load_profile silently ignores top-level keys when an "
-    "[engine] table is present, so a profile value is dropped without a word",
-)
 def test_keys_outside_the_engine_table_are_not_silently_ignored(tmp_path: Path) -> None:
     path = _write(tmp_path, 'subdirectory = "engine"\n[engine]\ndistribution = "eng"\n')
     try:

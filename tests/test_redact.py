@@ -99,11 +99,6 @@ def test_redact_text_keeps_ssh_user_and_plain_text() -> None:
     assert redact_text(text) == text
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: redact.py _USERINFO stops at the first '@', so a password holding a raw '@' "
-    "leaks its tail (strip_credentials parses the same URL with rpartition and drops it all)",
-)
 def test_redact_text_agrees_with_strip_credentials_on_raw_at_sign() -> None:
     url = "https://user:p4ss@w0rd-TAIL@host/org/repo.git"
     assert strip_credentials(url) == "https://host/org/repo.git"

@@ -145,7 +145,12 @@ def _check_session(state: ExperimentState, event: Event) -> None:
 
 
 def apply(state: ExperimentState | None, event: Event, objective: Objective) -> ExperimentState:
-    """The state after `event`; `state` is None before the first event."""
+    """The state after `event` as a new object; `state` is None before the first event."""
+    return _fold(None if state is None else state.model_copy(deep=True), event, objective)
+
+
+def _fold(state: ExperimentState | None, event: Event, objective: Objective) -> ExperimentState:
+    """Apply `event` to `state` in place (a replay copies nothing: linear in the ledger)."""
     if state is None:
         if not isinstance(event, SessionStarted):
             raise CorruptState(f"ledger starts with {event.event}, not session_started")
@@ -154,8 +159,6 @@ def apply(state: ExperimentState | None, event: Event, objective: Objective) -> 
             manifest_sha256=event.manifest_sha256,
             state="running",
         )
-    else:
-        state = state.model_copy(deep=True)
     _check_session(state, event)
     if isinstance(event, SessionStarted):
         state.sessions += 1
@@ -220,7 +223,7 @@ def replay(events: list[Event], experiment_id: str, objective: Objective) -> Exp
         raise CorruptState("the ledger is empty")
     state: ExperimentState | None = None
     for event in events:
-        state = apply(state, event, objective)
+        state = _fold(state, event, objective)
     assert state is not None
     if state.experiment_id != experiment_id:
         raise CorruptState(f"the ledger belongs to experiment {state.experiment_id!r}")
