@@ -109,32 +109,49 @@ def build_wheel(
     env.pop("VIRTUAL_ENV", None)
     argv = [uv_binary(), "build", "--wheel", "--no-progress", "--python", python]
     argv += ["--out-dir", str(out_dir), "--", str(source_dir)]
-    with log_path.open("wb") as log:
+    returncode = run_logged(
+        argv, log_path, step="build", env=env, cwd=source_dir, timeout=BUILD_TIMEOUT_S
+    )
+    wheels = sorted(out_dir.glob("*.whl"))
+    if returncode != 0 or len(wheels) != 1:
+        tail = _tail(log_path)
+        raise SetupError(
+            "build",
+            f"building the wheel failed (uv build exit {returncode}, backend {backend})",
+            "the engine source at this commit does not build; pick another commit or branch",
+            details=tail,
+        )
+    return BuiltWheel(wheels[0], sha256_file(wheels[0]), backend)
+
+
+def run_logged(
+    argv: list[str],
+    log_path: Path,
+    *,
+    step: str,
+    env: dict[str, str],
+    timeout: float,
+    cwd: Path | None = None,
+) -> int:
+    """Run a tool with stdin closed and all its output appended to `log_path` (never to our
+    stdout, which may be an MCP channel); a timeout is a failed step."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("ab") as log:
         try:
-            proc = subprocess.run(
+            return subprocess.run(
                 argv,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 env=env,
-                cwd=source_dir,
-                timeout=BUILD_TIMEOUT_S,
+                cwd=cwd,
+                timeout=timeout,
                 check=False,
-            )
+            ).returncode
         except subprocess.TimeoutExpired:
             raise SetupError(
-                "build", f"the wheel build took longer than {BUILD_TIMEOUT_S:.0f} s"
+                step, f"{Path(argv[0]).name} took longer than {timeout:.0f} s"
             ) from None
-    wheels = sorted(out_dir.glob("*.whl"))
-    if proc.returncode != 0 or len(wheels) != 1:
-        tail = _tail(log_path)
-        raise SetupError(
-            "build",
-            f"building the wheel failed (uv build exit {proc.returncode}, backend {backend})",
-            "the engine source at this commit does not build; pick another commit or branch",
-            details=tail,
-        )
-    return BuiltWheel(wheels[0], sha256_file(wheels[0]), backend)
 
 
 def _tail(log_path: Path, lines: int = 12) -> list[str]:

@@ -12,7 +12,6 @@ import contextlib
 import json
 import os
 import shutil
-import subprocess
 import tempfile
 import time
 import uuid
@@ -31,6 +30,7 @@ from mcp_server.build import (
     check_wheel_metadata,
     read_wheel_metadata,
     record_hash,
+    run_logged,
     uv_binary,
     uv_version,
 )
@@ -460,23 +460,13 @@ def _installed_paths(dist_info: Path) -> list[Path]:
 
 
 def _run_uv(argv: list[str], log_path: Path, *, step: str) -> None:
-    log_path.parent.mkdir(parents=True, exist_ok=True)
     env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
-    with log_path.open("ab") as log:
-        proc = subprocess.run(
-            argv,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=env,
-            timeout=UV_TIMEOUT_S,
-            check=False,
-        )
-    if proc.returncode != 0:
+    returncode = run_logged(argv, log_path, step=step, env=env, timeout=UV_TIMEOUT_S)
+    if returncode != 0:
         lines = log_path.read_text("utf-8", errors="replace").splitlines()
         raise SetupError(
             step,
-            f"uv exited with status {proc.returncode}; the previous engine was restored",
+            f"uv exited with status {returncode}; the previous engine was restored",
             "see the uv messages below; fix the cause (network, disk, dependency conflict) "
             "and run the install again",
             details=[redact_text(line) for line in lines[-10:]],
