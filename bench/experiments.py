@@ -270,15 +270,16 @@ def decision(files: ExperimentFiles, manifest: Path, env_path: Path) -> dict[str
             with step(t, "read install record"):
                 record = store.read_record()
                 assert record is not None
-            with step(t, "verify (direct_url, RECORD hashes)"):
-                report = verify_environment(env, record.build.distribution)
-                assert report.status == "verified", report
-            with step(t, "identity compare (probe + diff)"):
+            with step(t, "probe the environment (once)"):
                 probe = env.probe([record.build.distribution])
+            with step(t, "verify (direct_url, RECORD hashes)"):
+                report = verify_environment(env, record.build.distribution, probe=probe)
+                assert report.status == "verified", report
+            with step(t, "identity compare (diff)"):
                 now = environment_info(probe, list(binding.engine.environment.dependencies))
                 assert not identity_differences(binding, record, now)
-            with step(t, "engine console script (probe)"):
-                _engine_script(env, record)
+            with step(t, "engine console script"):
+                _engine_script(probe, record)
             with step(t, "register with the environment"):
                 register_experiment(
                     env.state_dir,

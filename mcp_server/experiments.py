@@ -53,7 +53,7 @@ from mcp_server.provenance import (
     verify_environment,
 )
 from mcp_server.registry import register_experiment
-from mcp_server.targetenv import TargetEnv, locate
+from mcp_server.targetenv import Probe, TargetEnv, locate
 
 SIDECAR = ".automl-setup"
 MAX_ID_LENGTH = 64
@@ -261,8 +261,7 @@ def lock_is_held(files: ExperimentFiles) -> bool:
     return False
 
 
-def _engine_script(env: TargetEnv, record: InstallRecord) -> tuple[str, Path]:
-    probe = env.probe([record.build.distribution])
+def _engine_script(probe: Probe, record: InstallRecord) -> tuple[str, Path]:
     dist = probe.dists.get(record.build.distribution)
     scripts = dist.console_scripts if dist else ()
     if len(scripts) != 1:
@@ -287,9 +286,12 @@ def _require_record(env: TargetEnv, step: str) -> InstallRecord:
     return record
 
 
-def _verified_record(env: TargetEnv, step: str) -> InstallRecord:
+def _verified_record(env: TargetEnv, step: str) -> tuple[InstallRecord, Probe]:
+    """The record of an engine that verifies, and the probe that verified it (one probe
+    serves every later question about the environment)."""
     record = _require_record(env, step)
-    report = verify_environment(env, record.build.distribution)
+    probe = env.probe([record.build.distribution])
+    report = verify_environment(env, record.build.distribution, probe=probe)
     if report.status != "verified":
         raise SetupError(
             step,
@@ -300,7 +302,7 @@ def _verified_record(env: TargetEnv, step: str) -> InstallRecord:
             ]
             + report.notes,
         )
-    return record
+    return record, probe
 
 
 def _spawn(
@@ -403,8 +405,8 @@ def launch_experiment(
     _require_record(env, "launch")  # before the lock, which would create files in the env
     store = RecordStore(env.state_dir)
     with exclusive_lock(store.lock_path, step="launch", holder=f"environment {env.prefix}"):
-        record = _verified_record(env, "launch")
-        cli, script = _engine_script(env, record)
+        record, probe = _verified_record(env, "launch")
+        cli, script = _engine_script(probe, record)
         try:
             files.dir.mkdir(parents=True)
         except FileExistsError:
@@ -414,7 +416,6 @@ def launch_experiment(
         with _controller_lock(files) as lock_fd:
             argv = [str(script), "run", "--manifest", str(manifest_path)]
             argv += ["--workspace", str(files.workspace), "--approve"]
-            probe = env.probe([record.build.distribution])
             env_now = environment_info(probe, list(record.environment.dependencies))
             # The binding's identity is the build plus the environment as it is now (it may
             # have drifted since install; the digest must match the fields it is bound to).
@@ -492,13 +493,13 @@ def identity_differences(
 
 
 def binding_differences(
-    binding: Binding, env: TargetEnv, record: InstallRecord | None
+    binding: Binding, env: TargetEnv, record: InstallRecord | None, probe: Probe | None = None
 ) -> list[FieldDiff]:
     """Every identity field where the engine installed in `env` (and the environment as it
     is now) differs from the build the experiment is bound to."""
     if record is None:
         return [FieldDiff(field="record", recorded=binding.engine.identity_digest, found=None)]
-    probe = env.probe([record.build.distribution])
+    probe = probe or env.probe([record.build.distribution])
     env_now = environment_info(probe, list(binding.engine.environment.dependencies))
     return identity_differences(binding, record, env_now)
 
@@ -576,7 +577,8 @@ def _resume_locked(
         )
     with exclusive_lock(store.lock_path, step="resume", holder=f"environment {env.prefix}"):
         record = _require_record(env, "resume")
-        report = verify_environment(env, record.build.distribution)
+        probe = env.probe([record.build.distribution])
+        report = verify_environment(env, record.build.distribution, probe=probe)
         if report.status != "verified":
             raise IdentityRefusal(
                 "resume",
@@ -585,7 +587,7 @@ def _resume_locked(
                 report.differences
                 or [FieldDiff(field="verification", recorded="verified", found=report.status)],
             )
-        differences = binding_differences(binding, env, record)
+        differences = binding_differences(binding, env, record, probe)
         if differences:
             raise IdentityRefusal(
                 "resume",
@@ -594,7 +596,7 @@ def _resume_locked(
                 remedy,
                 differences,
             )
-        _cli, script = _engine_script(env, record)
+        _cli, script = _engine_script(probe, record)
         argv = [str(script), "resume", "--manifest", str(manifest_path)]
         argv += ["--workspace", str(files.workspace), "--approve"]
         return _start(files, "resume", argv, env, binding, lock_fd, detach)
