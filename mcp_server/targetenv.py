@@ -203,6 +203,9 @@ def locate(python: str | None, *, create: bool = False) -> TargetEnv:
                 "add --create-env to create a new virtual environment there",
                 exit_code=ExitCode.NOTHING_INSTALLED,
             )
+        # `NEW/bin/python` names the interpreter of a venv to create at NEW.
+        if path.parent.name in ("bin", "Scripts") and path.name.startswith("python"):
+            path = path.parent.parent
         _create_venv(path)
         created = True
     interpreter = _venv_interpreter(path) if path.is_dir() else path
