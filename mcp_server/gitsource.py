@@ -32,6 +32,7 @@ _EXTRA = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,62}[A-Za-z0-9])?$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 NETWORK_TIMEOUT_S = 900.0
+REMOTE = "automl-setup-source"
 LOCAL_TIMEOUT_S = 120.0
 
 
@@ -172,21 +173,35 @@ def git_environment() -> dict[str, str]:
         "GIT_TERMINAL_PROMPT": "0",
         "GIT_PAGER": "cat",
         "GIT_NO_REPLACE_OBJECTS": "1",
+        # Our scratch directories live in the temp dir: never discover a repository above it.
+        "GIT_CEILING_DIRECTORIES": tempfile.gettempdir(),
     }
     if "GIT_SSH_COMMAND" not in os.environ:
         env["GIT_SSH_COMMAND"] = "ssh -o BatchMode=yes"
     return env
 
 
-def run_git(args: list[str], *, cwd: Path | None = None, step: str, timeout: float) -> str:
-    """Run git with an argv list; failures become a SetupError naming the step (redacted)."""
+def run_git(
+    args: list[str],
+    *,
+    cwd: Path | None = None,
+    step: str,
+    timeout: float,
+    config: dict[str, str] | None = None,
+) -> str:
+    """Run git with an argv list; failures become a SetupError naming the step (redacted).
+
+    `config` reaches git through GIT_CONFIG_KEY_n/VALUE_n: values that may hold credentials
+    (a repository URL) never appear on a command line other users can read."""
     argv = ["git", "-c", "protocol.ext.allow=never", "-c", "core.hooksPath=/dev/null"]
     # No background maintenance in throw-away repositories: it only costs time.
     argv += ["-c", "maintenance.auto=false", "-c", "gc.auto=0", *args]
+    env = git_environment()
+    for index, (key, value) in enumerate((config or {}).items()):
+        env[f"GIT_CONFIG_KEY_{index}"], env[f"GIT_CONFIG_VALUE_{index}"] = key, value
+    env["GIT_CONFIG_COUNT"] = str(len(config or {}))
     try:
-        return git.Git(str(cwd) if cwd else None).execute(
-            argv, env=git_environment(), kill_after_timeout=timeout
-        )
+        return git.Git(str(cwd) if cwd else None).execute(argv, env=env, kill_after_timeout=timeout)
     except GitCommandError as exc:
         stderr = (exc.stderr or "").strip().removeprefix("stderr:").strip(" '\n")
         cause = _git_cause(stderr) or f"git exited with status {exc.status}"
@@ -228,11 +243,15 @@ def resolve_branch(repository: str, branch: str) -> Resolution:
     validate_repository_url(repository)
     validate_branch(branch)
     ref = f"refs/heads/{branch}"
-    out = run_git(
-        ["ls-remote", "--end-of-options", repository, ref, f"refs/tags/{branch}"],
-        step="resolve",
-        timeout=NETWORK_TIMEOUT_S,
-    )
+    # A named remote defined only for this call, run where no repository can be discovered.
+    with tempfile.TemporaryDirectory(prefix="automl-setup-resolve-") as empty:
+        out = run_git(
+            ["ls-remote", "--end-of-options", REMOTE, ref, f"refs/tags/{branch}"],
+            cwd=Path(empty),
+            step="resolve",
+            timeout=NETWORK_TIMEOUT_S,
+            config={f"remote.{REMOTE}.url": repository},
+        )
     refs = dict(_parse_ls_remote(out))
     if ref not in refs:
         tag_note = (
@@ -277,23 +296,25 @@ def fetch_commit(repository: str, commit: str, subdirectory: str, dest: Path) ->
     commit = validate_commit(commit)
     subdirectory = validate_subdirectory(subdirectory)
     step = "fetch"
+    # The URL (it may carry credentials) only ever reaches git through the environment: not
+    # on a command line, not in the scratch repository's config file.
+    remote = {
+        "remote.origin.url": repository,
+        "remote.origin.promisor": "true",
+        "remote.origin.partialclonefilter": "blob:none",
+    }
+
+    def git_here(args: list[str], timeout: float = LOCAL_TIMEOUT_S) -> str:
+        return run_git(args, cwd=dest, step=step, timeout=timeout, config=remote)
+
     run_git(["init", "-q", "--template=", str(dest)], step=step, timeout=LOCAL_TIMEOUT_S)
-    for key, value in (
-        ("remote.origin.url", repository),
-        ("remote.origin.promisor", "true"),
-        ("remote.origin.partialclonefilter", "blob:none"),
-        ("advice.detachedHead", "false"),
-    ):
-        run_git(["config", key, value], cwd=dest, step=step, timeout=LOCAL_TIMEOUT_S)
     try:
-        run_git(
+        git_here(
             [
                 *("fetch", "-q", "--no-tags", "--depth=1", "--filter=blob:none"),
                 *("--end-of-options", "origin", commit),
             ],
-            cwd=dest,
-            step=step,
-            timeout=NETWORK_TIMEOUT_S,
+            NETWORK_TIMEOUT_S,
         )
     except SetupError as exc:
         raise SetupError(
@@ -303,24 +324,15 @@ def fetch_commit(repository: str, commit: str, subdirectory: str, dest: Path) ->
             "check that the commit exists on the repository (it may have been force-pushed "
             "away) and that you can reach it",
         ) from None
-    kind = run_git(["cat-file", "-t", commit], cwd=dest, step=step, timeout=LOCAL_TIMEOUT_S)
+    kind = git_here(["cat-file", "-t", commit])
     if kind != "commit":
         raise SetupError(step, f"{commit} is a {kind}, not a commit", "pass a commit id")
     subtree_id = _subtree_id(dest, commit, subdirectory)
     if subdirectory != ".":
-        run_git(
-            ["sparse-checkout", "set", "--cone", "--", subdirectory],
-            cwd=dest,
-            step=step,
-            timeout=LOCAL_TIMEOUT_S,
-        )
-    run_git(["checkout", "-q", "--detach", commit], cwd=dest, step=step, timeout=NETWORK_TIMEOUT_S)
+        git_here(["sparse-checkout", "set", "--cone", "--", subdirectory])
+    git_here(["checkout", "-q", "--detach", commit], NETWORK_TIMEOUT_S)  # fetches the blobs
     source_dir = _confined(dest, subdirectory)
-    commit_time = int(
-        run_git(
-            ["show", "-s", "--format=%ct", commit], cwd=dest, step=step, timeout=LOCAL_TIMEOUT_S
-        )
-    )
+    commit_time = int(git_here(["show", "-s", "--format=%ct", commit]))
     return FetchedSource(dest, source_dir, commit, subtree_id, commit_time)
 
 
