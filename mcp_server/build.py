@@ -7,6 +7,7 @@ again gives the same bytes (and the same sha256).
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import os
 import subprocess
@@ -39,6 +40,7 @@ def uv_binary() -> str:
     return find_uv_bin()
 
 
+@functools.cache
 def uv_version() -> str:
     out = subprocess.run(
         [uv_binary(), "--version"],

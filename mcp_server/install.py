@@ -16,6 +16,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -174,10 +175,12 @@ def _install_locked(
                     repaired=repaired,
                 )
         _guard_bound_experiments(env, previous)
-        with _work_dir() as work:
+        with _work_dir() as work, ThreadPoolExecutor(max_workers=1) as pool:
             progress("fetch", f"fetching {commit[:12]} ({profile.subdirectory})")
             fetched = fetch_commit(profile.repository, commit, profile.subdirectory, work / "src")
             progress("build", f"building a wheel with SOURCE_DATE_EPOCH={fetched.commit_time}")
+            # Read-only look at the environment (under its lock) while the wheel builds.
+            before = pool.submit(env.probe, [profile.distribution])
             wheel = build_wheel(
                 fetched.source_dir,
                 work / "dist",
@@ -206,7 +209,7 @@ def _install_locked(
                 backend=wheel.backend,
             )
             transaction = Transaction(env, store, profile, source, build, meta, extras)
-            record, report = transaction.run(wheel.path, progress)
+            record, report = transaction.run(wheel.path, before.result(), progress)
     return InstallResult(
         status="installed",
         record=record,
@@ -294,8 +297,10 @@ class Transaction:
         self.txid = uuid.uuid4().hex[:12]
         self.txdir = store.transactions / self.txid
 
-    def run(self, wheel: Path, progress: Progress) -> tuple[InstallRecord, VerifyReport]:
-        before = self.env.probe([self.profile.distribution])
+    def run(
+        self, wheel: Path, before: Probe, progress: Progress
+    ) -> tuple[InstallRecord, VerifyReport]:
+        """`before` is a probe of the environment taken under its lock, before any change."""
         journal = self._begin(before)
         try:
             _checkpoint("journal-written")
