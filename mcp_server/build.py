@@ -80,6 +80,7 @@ class WheelMetadata:
     version: str
     requires_dist: tuple[str, ...]
     provides_extra: tuple[str, ...]
+    requires_python: str | None
     dist_info: str  # e.g. automl_refengine-0.1.0.dist-info
     record_text: str  # the wheel's RECORD, as bytes decoded UTF-8
 
@@ -180,16 +181,21 @@ def read_wheel_metadata(wheel: Path) -> WheelMetadata:
         version=str(headers.get("Version", "")),
         requires_dist=tuple(str(v) for v in headers.get_all("Requires-Dist") or ()),
         provides_extra=tuple(str(v) for v in headers.get_all("Provides-Extra") or ()),
+        requires_python=headers.get("Requires-Python"),
         dist_info=dist_info,
         record_text=record,
     )
 
 
 def check_wheel_metadata(
-    meta: WheelMetadata, profile: EngineProfile, extras: list[str] | None = None
+    meta: WheelMetadata,
+    profile: EngineProfile,
+    extras: list[str] | None = None,
+    python_version: str | None = None,
 ) -> None:
     """The wheel must be the profile's distribution, at a version inside the requirement,
-    and provide every extra asked for (uv would only warn and install without it)."""
+    provide every extra asked for (uv would only warn and install without it), and accept
+    the target's Python."""
     step = "check"
     found = canonicalize_name(meta.name)
     if found != profile.canonical_distribution:
@@ -226,4 +232,15 @@ def check_wheel_metadata(
             f"{meta.name} {version} has no extra {', '.join(map(repr, missing))} "
             f"(it provides: {', '.join(sorted(offered)) or 'none'}); nothing was installed",
             "drop the --extra or pick one the engine provides",
+        )
+    if (
+        meta.requires_python
+        and python_version
+        and not SpecifierSet(meta.requires_python).contains(python_version, prereleases=True)
+    ):
+        raise SetupError(
+            step,
+            f"{meta.name} {version} requires Python {meta.requires_python}; the target "
+            f"environment has Python {python_version}; nothing was installed",
+            "install into an environment whose Python the engine supports",
         )

@@ -9,7 +9,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from pydantic import BaseModel
 
@@ -141,11 +141,10 @@ def cmd_status(args: argparse.Namespace) -> Outcome:
 
 
 def cmd_experiments(args: argparse.Namespace) -> Outcome:
-    from mcp_server.experiments import format_status, list_experiments
+    from mcp_server.experiments import list_experiments
 
-    found = list_experiments(args.workspace)
-    text = "\n".join(format_status(s) for s in found) or f"no experiments in {args.workspace}"
-    return Outcome({"experiments": [s.model_dump(mode="json") for s in found]}, text)
+    listing = list_experiments(args.workspace)
+    return Outcome(listing, messages.listing_text(listing), 1 if listing.unreadable else 0)
 
 
 def cmd_demo(args: argparse.Namespace) -> Outcome:
@@ -157,6 +156,18 @@ def cmd_demo(args: argparse.Namespace) -> Outcome:
 
 # --------------------------------------------------------------------------------------------
 # Parser
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one JSON document on stdout too, when --json was asked for."""
+
+    json_errors = False
+
+    def error(self, message: str) -> NoReturn:
+        if self.json_errors:
+            cause = {"step": "parse arguments", "cause": message, "exit_code": 2}
+            print(json.dumps({"error": {**cause, "remedy": f"see {self.prog} --help"}}))
+        super().error(message)
 
 
 def _add_profile_flags(parser: argparse.ArgumentParser) -> None:
@@ -175,7 +186,7 @@ def _add_json(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="automl-setup",
         description="Install an AutoML core engine from source, verified and recorded.",
     )
@@ -270,6 +281,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return cli_main(argv[1:])
     parser = build_parser()
+    _Parser.json_errors = "--json" in argv
     args = parser.parse_args(argv)
     if args.command == "mcp":
         from mcp_server.server import main as serve

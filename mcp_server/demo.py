@@ -73,6 +73,9 @@ def _manifest(workdir: Path) -> Path:
 def run_demo(workdir: Path | None, say: Callable[[str], None]) -> int:
     """Every step, printed; 0 only when each behaved as expected."""
     root = Path(tempfile.mkdtemp(prefix="automl-setup-demo-")) if workdir is None else workdir
+    if root.is_dir() and any(root.iterdir()):
+        say(f"DEMO REFUSED: {root} is not empty; pass a new or empty --workdir")
+        return 1
     root.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     step = 0

@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import shlex
 
+from packaging.utils import canonicalize_name
 from pydantic import BaseModel, ConfigDict
 
-from mcp_server.profile import CONFUSABLE_DISTRIBUTIONS, CORE_IMPORT_NAME, EngineProfile
-from mcp_server.provenance import VerifyStatus, verify_environment
+from mcp_server.profile import (
+    CONFUSABLE_DISTRIBUTIONS,
+    CORE_IMPORT_NAME,
+    DEFAULT_DISTRIBUTION,
+    EngineProfile,
+)
+from mcp_server.provenance import RecordStore, VerifyStatus, verify_environment
 from mcp_server.redact import strip_credentials
 from mcp_server.targetenv import locate
 
@@ -15,7 +21,7 @@ from mcp_server.targetenv import locate
 class InstalledPackage(BaseModel):
     model_config = ConfigDict(frozen=True)
     distribution: str
-    import_name: str
+    import_name: str | None = None  # known for the default core and the confusables only
     version: str | None
     importable: bool
 
@@ -35,24 +41,33 @@ class Diagnosis(BaseModel):
         return self.record_status == "verified"
 
 
-def install_command(profile: EngineProfile, environment: str, *, branch: str) -> str:
-    argv = ["automl-setup", "install", "--branch", branch, "--python", environment]
+def install_command(profile: EngineProfile, environment: str, *, ref: list[str]) -> str:
+    argv = ["automl-setup", "install", *ref, "--python", environment]
     flags = profile.model_copy(update={"repository": strip_credentials(profile.repository)})
     return shlex.join(argv + flags.flags())
 
 
 def diagnose(python: str | None, profile: EngineProfile) -> Diagnosis:
     env = locate(python)
+    record = RecordStore(env.state_dir).read_record()
+    if record is not None:  # the environment says which engine it holds: use that one
+        profile = EngineProfile(
+            repository=record.source.repository,
+            subdirectory=record.source.subdirectory,
+            distribution=record.build.distribution,
+            requirement=profile.requirement,
+        )
+    is_core = profile.canonical_distribution == canonicalize_name(DEFAULT_DISTRIBUTION)
     confusable = list(CONFUSABLE_DISTRIBUTIONS)
     modules = [CORE_IMPORT_NAME, *CONFUSABLE_DISTRIBUTIONS.values()]
     probe = env.probe([profile.distribution, *confusable], modules)
-    report = verify_environment(env, profile.distribution)
+    report = verify_environment(env, profile.distribution, probe=probe)
     engine_dist = probe.dists.get(profile.distribution)
     engine = InstalledPackage(
         distribution=profile.distribution,
-        import_name=CORE_IMPORT_NAME,
+        import_name=CORE_IMPORT_NAME if is_core else None,
         version=engine_dist.version if engine_dist else None,
-        importable=probe.modules[CORE_IMPORT_NAME],
+        importable=probe.modules[CORE_IMPORT_NAME] if is_core else engine_dist is not None,
     )
     confusables = [
         InstalledPackage(
@@ -65,7 +80,20 @@ def diagnose(python: str | None, profile: EngineProfile) -> Diagnosis:
     ]
     findings = _findings(profile, engine, report.status, report.notes, confusables)
     findings += [f"{d.field}: recorded {d.recorded}, found {d.found}" for d in report.differences]
+    if not probe.is_venv and not (env.prefix / "conda-meta").is_dir():
+        findings.append(
+            f"note: {env.prefix} is a base interpreter, not a virtual environment: an install "
+            "there changes it for everyone who uses that Python"
+        )
     where = str(env.prefix)
+    commands = {
+        "main": install_command(profile, where, ref=["--branch", "main"]),
+        "development branch": install_command(profile, where, ref=["--branch", "<dev-branch>"]),
+    }
+    if record is not None:
+        commands["recorded commit"] = install_command(
+            profile, where, ref=["--commit", record.source.commit]
+        )
     return Diagnosis(
         environment=where,
         interpreter=str(env.interpreter),
@@ -73,10 +101,7 @@ def diagnose(python: str | None, profile: EngineProfile) -> Diagnosis:
         record_status=report.status,
         confusables=confusables,
         findings=findings,
-        install_commands={
-            "main": install_command(profile, where, branch="main"),
-            "development branch": install_command(profile, where, branch="<dev-branch>"),
-        },
+        install_commands=commands,
     )
 
 
@@ -88,6 +113,7 @@ def _findings(
     confusables: list[InstalledPackage],
 ) -> list[str]:
     out: list[str] = []
+    core = engine.distribution + (f" (import {engine.import_name})" if engine.import_name else "")
     if engine.version is None:
         out.append(f"the AutoML core ({profile.distribution}) is not installed in this environment")
     for other in confusables:
@@ -95,12 +121,12 @@ def _findings(
             out.append(
                 f"{other.distribution} {other.version or ''} is installed (import "
                 f"{other.import_name}): that is the separately published application, not the "
-                f"core {profile.distribution} (import {CORE_IMPORT_NAME}); it does not provide it"
+                f"core {core}; it does not provide it"
             )
     if not any(o.version for o in confusables):
         out.append(
             f"note: nvidia-tao-automl (import tao_automl) is a different distribution from the "
-            f"core {profile.distribution} (import {CORE_IMPORT_NAME}); installing it does not help"
+            f"core {core}; installing it does not help"
         )
     status_text = {
         "verified": "the installed core matches its record (verified)",

@@ -196,14 +196,20 @@ def read_manifest(path: str) -> tuple[Path, bytes, str]:
         raise InvalidInput(step, f"cannot read manifest {manifest}: {exc.strerror}") from None
     try:
         parsed = yaml.safe_load(data.decode("utf-8"))
-        experiment_id = parsed["search"]["experiment_id"]
-    except (yaml.YAMLError, UnicodeDecodeError, TypeError, KeyError) as exc:
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise InvalidInput(
+            step, f"{manifest} is not valid YAML or JSON: {first}", "fix the manifest"
+        ) from None
+    experiment_id = (parsed.get("search") or {}) if isinstance(parsed, dict) else {}
+    experiment_id = experiment_id.get("experiment_id") if isinstance(experiment_id, dict) else None
+    if not isinstance(experiment_id, str):
         raise InvalidInput(
             step,
-            f"{manifest} has no search.experiment_id ({type(exc).__name__})",
+            f"{manifest} has no string search.experiment_id",
             "check the manifest with the engine's `plan` command",
-        ) from None
-    return manifest, data, validate_experiment_id(str(experiment_id))
+        )
+    return manifest, data, validate_experiment_id(experiment_id)
 
 
 def _host() -> str:
@@ -280,7 +286,8 @@ def _require_record(env: TargetEnv, step: str) -> InstallRecord:
         raise SetupError(
             step,
             f"no engine installed by automl-setup in {env.prefix} (no record)",
-            f"install one first: automl-setup install --branch main --python {env.prefix}",
+            f"install the engine first: automl-setup install --branch BRANCH --python "
+            f"{shlex.quote(str(env.prefix))} (with your engine's profile flags)",
             exit_code=ExitCode.NOTHING_INSTALLED,
         )
     return record
@@ -324,13 +331,15 @@ def _spawn(
 
 
 def _wait_forwarding_signals(proc: subprocess.Popen[bytes]) -> int:
-    """Foreground: SIGINT/SIGTERM to us go to the engine, which stops cleanly and exits."""
+    """Foreground: SIGINT/SIGTERM/SIGHUP to us go to the engine, which stops cleanly and
+    exits; we wait for it, so its exit lands in the attempts ledger."""
 
     def forward(signum: int, _frame: Any) -> None:
         with contextlib.suppress(ProcessLookupError):
             proc.send_signal(signum)
 
-    previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+    forwarded = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {s: signal.signal(s, forward) for s in forwarded}
     try:
         return proc.wait()
     finally:
@@ -392,12 +401,22 @@ def launch_experiment(
     files = ExperimentFiles(_workspace(workspace), experiment_id)
     env = locate(python)
     if files.engine_dir.exists() or files.dir.exists():
+        if files.engine_dir.exists():
+            resume = shlex.join(
+                [
+                    *("automl-setup", "resume", "--experiment-id", experiment_id),
+                    *("--workspace", str(files.workspace), "--manifest", str(manifest_path)),
+                    *("--python", str(env.prefix)),
+                ]
+            )
+            remedy = f"continue it with `{resume}`, or give the new experiment another id"
+        else:  # launched before, but the engine refused to start it (see attempt-1.log)
+            remedy = (
+                f"the engine never created it (see {files.log(1)}); to reuse the id, remove "
+                f"{files.dir} after reading that log, or give the experiment another id"
+            )
         refusal = SetupError(
-            "launch",
-            f"experiment {experiment_id} already exists in {files.workspace}",
-            f"continue it with `automl-setup resume --experiment-id {experiment_id} "
-            f"--workspace {files.workspace} --manifest {manifest_path} --python {env.prefix}`, "
-            "or give the new experiment another id",
+            "launch", f"experiment {experiment_id} already exists in {files.workspace}", remedy
         )
         if files.dir.is_dir():  # an experiment of ours: its ledger records the refusal
             _log_attempt(files, action="launch", outcome="refused", reason=refusal.message)
@@ -675,15 +694,29 @@ def experiment_status(experiment_id: str, workspace: str) -> ExperimentStatus:
     )
 
 
-def list_experiments(workspace: str) -> list[ExperimentStatus]:
-    root = _workspace(workspace) / SIDECAR
-    if not root.is_dir():
-        return []
-    return [
-        experiment_status(path.name, workspace)
-        for path in sorted(root.iterdir())
-        if (path / "binding.json").exists()
-    ]
+class ExperimentListing(_Model):
+    workspace: str
+    experiments: list[ExperimentStatus]
+    unreadable: list[str] = Field(
+        default_factory=list, description="Experiments whose files could not be read, and why."
+    )
+
+
+def list_experiments(workspace: str) -> ExperimentListing:
+    """Every experiment of the workspace; one damaged experiment does not hide the others."""
+    where = _workspace(workspace)
+    if where.exists() and not where.is_dir():
+        raise InvalidInput("experiments", f"{where} is not a directory", "pass the workspace")
+    root = where / SIDECAR
+    found, unreadable = [], []
+    for path in sorted(root.iterdir()) if root.is_dir() else []:
+        if not path.is_dir():
+            continue
+        try:
+            found.append(experiment_status(path.name, workspace))
+        except SetupError as exc:
+            unreadable.append(f"{path.name}: {exc.message}")
+    return ExperimentListing(workspace=str(where), experiments=found, unreadable=unreadable)
 
 
 def format_status(status: ExperimentStatus) -> str:

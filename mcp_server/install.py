@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from pydantic import BaseModel
 
@@ -190,7 +191,7 @@ def _install_locked(
             )
             progress("build", f"{wheel.path.name} sha256 {wheel.sha256}")
             meta = read_wheel_metadata(wheel.path)
-            check_wheel_metadata(meta, profile, extras)
+            check_wheel_metadata(meta, profile, extras, before.result().python_version)
             progress("check", f"{meta.name} {meta.version} satisfies {profile.requirement}")
             source = SourceIdentity(
                 repository=strip_credentials(profile.repository),
@@ -227,6 +228,7 @@ def _same_source(
         and previous.source.repository == strip_credentials(profile.repository)
         and previous.source.subdirectory == profile.subdirectory
         and canonicalize_name(previous.build.distribution) == profile.canonical_distribution
+        and SpecifierSet(profile.requirement).contains(previous.build.version, prereleases=True)
         and previous.install.extras == extras
     )
 

@@ -5,7 +5,7 @@ One function per result, so both faces show the same words."""
 from __future__ import annotations
 
 from mcp_server.diagnose import Diagnosis
-from mcp_server.experiments import StartedEngine
+from mcp_server.experiments import ExperimentListing, StartedEngine, format_status
 from mcp_server.install import InstallResult
 from mcp_server.provenance import HistoryEntry, VerifyReport
 
@@ -76,3 +76,9 @@ def started_text(started: StartedEngine) -> str:
         lines.append(f"  engine exited with code {started.exit_code}; log: {started.log_path}")
     lines.append(f"  binding: {started.binding_path}")
     return "\n".join(lines)
+
+
+def listing_text(listing: ExperimentListing) -> str:
+    lines = [format_status(s) for s in listing.experiments]
+    lines += [f"unreadable: {problem}" for problem in listing.unreadable]
+    return "\n".join(lines) or f"no experiments in {listing.workspace}"

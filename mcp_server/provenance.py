@@ -370,6 +370,9 @@ def verify_environment(
         return VerifyReport(
             status="no-engine",
             **{**base, "distribution": dist_name},
+            commit=record.source.commit if record else None,
+            requested_ref=record.source.requested_ref if record else None,
+            version=record.build.version if record else None,
             notes=[f"{dist_name} is not installed in {env.prefix}"]
             + ([f"a record exists for commit {record.source.commit}"] if record else []),
         )

@@ -62,7 +62,9 @@ def unfinished_experiments(state_dir: Path) -> list[RegisteredExperiment]:
     unfinished = []
     for entry in registered_experiments(state_dir):
         files = ExperimentFiles(Path(entry.workspace), entry.experiment_id)
-        if entry.identity_digest != "*" and not files.dir.exists():
+        # A deleted experiment, or one the engine never created (it refused the manifest at
+        # once), has nothing an engine swap could break.
+        if entry.identity_digest != "*" and not (files.dir.exists() and files.engine_dir.exists()):
             continue
         try:
             status, _problem = engine_status(read_binding(files), str(state_dir.parent))

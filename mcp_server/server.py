@@ -205,9 +205,7 @@ class InstallHistory(BaseModel):
     message: Message
 
 
-class ExperimentList(BaseModel):
-    workspace: str
-    experiments: list[ExperimentStatus]
+class ExperimentList(experiments.ExperimentListing):
     message: Message
 
 
@@ -632,9 +630,8 @@ async def list_experiments(workspace: Workspace, ctx: Context) -> ExperimentList
     """Every experiment launched by automl-setup in the workspace, with its status."""
 
     def work() -> ExperimentList:
-        found = experiments.list_experiments(workspace)
-        text = "\n".join(format_status(s) for s in found) or f"no experiments in {workspace}"
-        return ExperimentList(workspace=workspace, experiments=found, message=text)
+        listing = experiments.list_experiments(workspace)
+        return _reply(ExperimentList, listing, messages.listing_text(listing))
 
     return await _run(ctx, work)
 

@@ -115,7 +115,7 @@ class TargetEnv:
 
     interpreter: Path
     prefix: Path
-    created: bool = False
+    created: Path | None = None  # the topmost folder --create-env made, if it made one
 
     @property
     def state_dir(self) -> Path:
@@ -137,8 +137,8 @@ class TargetEnv:
         except (subprocess.SubprocessError, OSError, ValueError) as exc:
             raise SetupError(
                 "inspect environment",
-                f"the interpreter {self.interpreter} could not be inspected: {exc}",
-                "pass --python pointing at a working Python 3 interpreter or venv",
+                f"the interpreter {self.interpreter} could not be inspected ({_failure(exc)})",
+                "the target must be Python 3.8 or newer; pass --python pointing at one",
             ) from None
         return Probe(
             executable=data["executable"],
@@ -154,6 +154,16 @@ class TargetEnv:
             torch_cuda=data["torch_cuda"],
             is_venv=data["prefix"] != data["base_prefix"],
         )
+
+
+def _failure(exc: BaseException) -> str:
+    """The interpreter's own last error line; never the probe script (the argv) itself."""
+    if isinstance(exc, subprocess.CalledProcessError):
+        lines = (exc.stderr or "").strip().splitlines()
+        return lines[-1] if lines else f"exit status {exc.returncode}"
+    if isinstance(exc, subprocess.TimeoutExpired):
+        return f"no answer within {exc.timeout:.0f} s"
+    return type(exc).__name__ if isinstance(exc, ValueError) else str(exc)
 
 
 def _installed(raw: dict[str, Any] | None) -> InstalledDist | None:
@@ -194,23 +204,30 @@ def locate(python: str | None, *, create: bool = False) -> TargetEnv:
     if "\x00" in raw or "\n" in raw:
         raise InvalidInput(step, "the environment path contains a control character")
     path = Path(raw).expanduser().absolute()
-    created = False
+    created: Path | None = None
     if not path.exists():
+        origin = "" if python else " ($VIRTUAL_ENV)"
         if not create:
             raise SetupError(
                 step,
-                f"{path} does not exist",
-                "add --create-env to create a new virtual environment there",
+                f"{path}{origin} does not exist",
+                "check the path; `automl-setup install --create-env` creates a new environment",
                 exit_code=ExitCode.NOTHING_INSTALLED,
             )
         # `NEW/bin/python` names the interpreter of a venv to create at NEW.
         if path.parent.name in ("bin", "Scripts") and path.name.startswith("python"):
             path = path.parent.parent
+        created = path
+        while not created.parent.exists():  # undo must remove every folder we made
+            created = created.parent
         _create_venv(path)
-        created = True
     interpreter = _venv_interpreter(path) if path.is_dir() else path
     if not os.access(interpreter, os.X_OK):
-        raise InvalidInput(step, f"{interpreter} is not an executable interpreter")
+        raise InvalidInput(
+            step,
+            f"{interpreter} is not an executable interpreter",
+            "pass --python pointing at a Python interpreter or a virtual environment",
+        )
     prefix = _prefix_of(interpreter)
     return TargetEnv(interpreter=interpreter, prefix=prefix, created=created)
 
@@ -228,7 +245,7 @@ def _prefix_of(interpreter: Path) -> Path:
     except (subprocess.SubprocessError, OSError) as exc:
         raise InvalidInput(
             "locate environment",
-            f"{interpreter} does not run as a Python interpreter: {exc}",
+            f"{interpreter} does not run as a Python interpreter ({_failure(exc)})",
             "pass --python pointing at a working Python 3 interpreter or venv",
         ) from None
     return Path(out.stdout.strip())
@@ -257,5 +274,5 @@ def _create_venv(path: Path) -> None:
 
 def remove_created(env: TargetEnv) -> None:
     """Undo --create-env after a failed install: the new environment held nothing before."""
-    if env.created:
-        shutil.rmtree(env.prefix, ignore_errors=True)
+    if env.created is not None:
+        shutil.rmtree(env.created, ignore_errors=True)
