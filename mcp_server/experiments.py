@@ -193,7 +193,11 @@ def read_manifest(path: str) -> tuple[Path, bytes, str]:
     try:
         data = manifest.read_bytes()
     except OSError as exc:
-        raise InvalidInput(step, f"cannot read manifest {manifest}: {exc.strerror}") from None
+        raise InvalidInput(
+            step,
+            f"cannot read manifest {manifest}: {exc.strerror}",
+            "pass the path of the experiment's YAML or JSON manifest",
+        ) from None
     try:
         parsed = yaml.safe_load(data.decode("utf-8"))
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
@@ -732,6 +736,11 @@ def format_status(status: ExperimentStatus) -> str:
     ]
     if status.last_attempt:
         a = status.last_attempt
-        lines.append(f"  last attempt: #{a.attempt} {a.action} {a.outcome} at {a.time}")
+        what = (
+            f"engine exited with code {a.exit_code}"
+            if a.action == "exit"
+            else f"{a.action} {a.outcome}"
+        )
+        lines.append(f"  last attempt: #{a.attempt} {what} at {a.time}")
     lines += [f"  note: {n}" for n in status.notes]
     return "\n".join(lines)

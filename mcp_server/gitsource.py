@@ -99,7 +99,11 @@ def validate_commit(sha: str) -> str:
 
 def validate_extra(name: str) -> str:
     if not _EXTRA.fullmatch(name):
-        raise InvalidInput("validate extra", f"{name!r} is not a valid extra name")
+        raise InvalidInput(
+            "validate extra",
+            f"{name!r} is not a valid extra name",
+            "use the extra's name as the engine declares it (letters, digits, '.', '_', '-')",
+        )
     return name
 
 
@@ -110,7 +114,11 @@ def validate_repository_url(url: str) -> str:
         raise InvalidInput(step, "the repository URL is empty")
     shown = redact_text(url)
     if len(url) > MAX_URL_LENGTH or _has_control(url) or any(c.isspace() for c in url):
-        raise InvalidInput(step, "the repository URL is too long or contains whitespace/control")
+        raise InvalidInput(
+            step,
+            "the repository URL is too long or contains whitespace or a control character",
+            "percent-encode spaces in a file:// URL (%20); other URLs never contain them",
+        )
     if url.startswith("-"):
         raise InvalidInput(step, f"repository URL {shown!r} starts with '-'")
     if "::" in url.split("/", 1)[0] or url.lower().startswith("ext:"):
