@@ -155,7 +155,7 @@ def test_allowed_repository_urls(url: str) -> None:
         ("host:path", "not an allowed repository URL"),  # never a local path, never a guess
         ("/srv/git/r.git", "not an allowed repository URL"),
         ("file://otherhost/r.git", "absolute path"),
-        ("https://host/r\n.git", "whitespace/control"),
+        ("https://host/r\n.git", "whitespace or a control character"),
         ("", "empty"),
     ],
 )
