@@ -59,7 +59,12 @@ from mcp_server.install import InstallRequest, install_engine
 from mcp_server.profile import EngineProfile
 from mcp_server.provenance import RecordStore, environment_info, utc_now, verify_environment
 from mcp_server.registry import register_experiment
-from mcp_server.sourcerepo import DEFAULT_SUBDIRECTORY, REFERENCE_DISTRIBUTION, SourceRepository
+from mcp_server.sourcerepo import (
+    DEFAULT_SUBDIRECTORY,
+    REFERENCE_DISTRIBUTION,
+    SourceRepository,
+    quadratic_manifest,
+)
 from mcp_server.targetenv import locate
 
 ENGINE_CLI = "automl-refengine"
@@ -155,29 +160,9 @@ def ms(seconds: float) -> str:
 
 
 def write_manifest(path: Path, experiment_id: str, *, max_trials: int, sleep: float) -> Path:
-    argv = ["{python}", "-m", "automl_refengine.workloads.quadratic"]
-    argv += ["--params", "{params_json}", "--out", "{trial_dir}/metrics.json"]
-    argv += ["--sleep", str(sleep)]
-    data = {
-        "search": {
-            "experiment_id": experiment_id,
-            "algorithm": "random",
-            "seed": 7,
-            "objective": {"metric": "loss", "direction": "minimize"},
-            "budget": {
-                "max_trials": max_trials,
-                "trial_timeout_s": 60.0,
-                "total_timeout_s": 1_000_000.0,
-            },
-            "parameters": {
-                "x": {"type": "float", "low": -1.0, "high": 1.0},
-                "y": {"type": "float", "low": -1.0, "high": 1.0},
-                "opt": {"type": "categorical", "choices": ["adam", "sgd", "rmsprop"]},
-            },
-        },
-        "workload": {"argv": argv, "metrics_file": "metrics.json"},
-        "execution": {"pass_env": []},
-    }
+    data = quadratic_manifest(
+        experiment_id, seed=7, max_trials=max_trials, sleep=sleep, total_timeout_s=1_000_000.0
+    )
     path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     return path
 

@@ -153,7 +153,9 @@ def run_logged(
             ).returncode
         except subprocess.TimeoutExpired:
             raise SetupError(
-                step, f"{Path(argv[0]).name} took longer than {timeout:.0f} s"
+                step,
+                f"{Path(argv[0]).name} took longer than {timeout:.0f} s and was stopped",
+                "check the network and the machine's load, then run the install again",
             ) from None
 
 
@@ -169,12 +171,20 @@ def read_wheel_metadata(wheel: Path) -> WheelMetadata:
             names = zf.namelist()
             dist_infos = {n.split("/", 1)[0] for n in names if ".dist-info/" in n}
             if len(dist_infos) != 1:
-                raise SetupError(step, f"the wheel has {len(dist_infos)} .dist-info folders")
+                raise SetupError(
+                    step,
+                    f"the built wheel has {len(dist_infos)} .dist-info folders, not one",
+                    "the engine's build backend produced a broken wheel; fix it upstream",
+                )
             dist_info = dist_infos.pop()
             metadata = zf.read(f"{dist_info}/METADATA").decode("utf-8")
             record = zf.read(f"{dist_info}/RECORD").decode("utf-8")
     except (zipfile.BadZipFile, KeyError, UnicodeDecodeError) as exc:
-        raise SetupError(step, f"the built wheel is unreadable: {exc}") from None
+        raise SetupError(
+            step,
+            f"the built wheel is unreadable: {exc}",
+            "the engine's build backend produced a broken wheel; fix it upstream",
+        ) from None
     headers = HeaderParser().parsestr(metadata)
     return WheelMetadata(
         name=str(headers.get("Name", "")),
@@ -216,7 +226,11 @@ def check_wheel_metadata(
     try:
         version = Version(meta.version)
     except InvalidVersion:
-        raise SetupError(step, f"the wheel's version {meta.version!r} is not valid") from None
+        raise SetupError(
+            step,
+            f"the wheel's version {meta.version!r} is not a valid version",
+            "fix the version the engine declares upstream",
+        ) from None
     if not SpecifierSet(profile.requirement).contains(version, prereleases=True):
         raise SetupError(
             step,

@@ -13,13 +13,15 @@ class ExitCode(IntEnum):
 
 
 class SetupError(Exception):
-    """An anticipated failure. `str()` is the one-or-two-line message both faces print."""
+    """An anticipated failure. `str()` is the one-or-two-line message both faces print.
+
+    The remedy is required: every refusal tells the user what to do next."""
 
     def __init__(
         self,
         step: str,
         cause: str,
-        remedy: str = "",
+        remedy: str,
         exit_code: ExitCode = ExitCode.REFUSED,
         details: list[str] | None = None,
     ) -> None:
@@ -34,10 +36,7 @@ class SetupError(Exception):
 
     @property
     def message(self) -> str:
-        text = f"{self.step}: {self.cause}"
-        if self.remedy:
-            text += f"\n  remedy: {self.remedy}"
-        return text
+        return f"{self.step}: {self.cause}\n  remedy: {self.remedy}"
 
     def full_text(self) -> str:
         """The message plus any itemised details (field diffs and the like)."""
@@ -46,5 +45,5 @@ class SetupError(Exception):
 
 
 class InvalidInput(SetupError):
-    def __init__(self, step: str, cause: str, remedy: str = "") -> None:
+    def __init__(self, step: str, cause: str, remedy: str) -> None:
         super().__init__(step, cause, remedy, ExitCode.INVALID_INPUT)

@@ -182,7 +182,11 @@ class ExperimentFiles:
 
 def _workspace(path: str) -> Path:
     if not path or "\x00" in path:
-        raise InvalidInput("validate workspace", "the workspace path is empty or invalid")
+        raise InvalidInput(
+            "validate workspace",
+            "the workspace path is empty or contains a NUL character",
+            "pass --workspace DIR, the directory that holds the experiments",
+        )
     return Path(path).expanduser().resolve()
 
 
@@ -434,7 +438,9 @@ def launch_experiment(
             files.dir.mkdir(parents=True)
         except FileExistsError:
             raise SetupError(
-                "launch", f"experiment {experiment_id} was launched concurrently"
+                "launch",
+                f"experiment {experiment_id} was launched concurrently by another process",
+                "check it with `automl-setup status`, or give this experiment another id",
             ) from None
         with _controller_lock(files) as lock_fd:
             argv = [str(script), "run", "--manifest", str(manifest_path)]

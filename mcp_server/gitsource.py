@@ -31,6 +31,8 @@ _FULL_SHA = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 _EXTRA = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,62}[A-Za-z0-9])?$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
+URL_REMEDY = "use https://host/org/repo, ssh://host/repo, git@host:org/repo or file:///path"
+SUBDIRECTORY_REMEDY = "pass a relative path inside the repository, e.g. packages/automl-core"
 NETWORK_TIMEOUT_S = 900.0
 REMOTE = "automl-setup-source"
 LOCAL_TIMEOUT_S = 120.0
@@ -46,9 +48,17 @@ def validate_branch(name: str) -> str:
     if not isinstance(name, str) or not name:
         raise InvalidInput(step, "the branch name is empty", "pass --branch main or a branch name")
     if len(name) > MAX_BRANCH_LENGTH:
-        raise InvalidInput(step, f"branch name longer than {MAX_BRANCH_LENGTH} characters")
+        raise InvalidInput(
+            step,
+            f"branch name longer than {MAX_BRANCH_LENGTH} characters",
+            "pass the branch name exactly as `git branch -r` shows it",
+        )
     if _has_control(name):
-        raise InvalidInput(step, "the branch name contains a control character (newline, NUL, …)")
+        raise InvalidInput(
+            step,
+            "the branch name contains a control character (newline, NUL, …)",
+            "pass the branch name exactly as `git branch -r` shows it",
+        )
     shown = repr(name)
     if name.startswith("-"):
         raise InvalidInput(
@@ -111,7 +121,7 @@ def validate_repository_url(url: str) -> str:
     """https://, ssh://, file:// or scp-style user@host:path; nothing else reaches git."""
     step = "validate repository"
     if not isinstance(url, str) or not url:
-        raise InvalidInput(step, "the repository URL is empty")
+        raise InvalidInput(step, "the repository URL is empty", URL_REMEDY)
     shown = redact_text(url)
     if len(url) > MAX_URL_LENGTH or _has_control(url) or any(c.isspace() for c in url):
         raise InvalidInput(
@@ -120,7 +130,7 @@ def validate_repository_url(url: str) -> str:
             "percent-encode spaces in a file:// URL (%20); other URLs never contain them",
         )
     if url.startswith("-"):
-        raise InvalidInput(step, f"repository URL {shown!r} starts with '-'")
+        raise InvalidInput(step, f"repository URL {shown!r} starts with '-'", URL_REMEDY)
     if "::" in url.split("/", 1)[0] or url.lower().startswith("ext:"):
         raise InvalidInput(
             step,
@@ -137,16 +147,18 @@ def validate_repository_url(url: str) -> str:
             )
         if parts.scheme == "file":
             if parts.netloc not in ("", "localhost") or not parts.path.startswith("/"):
-                raise InvalidInput(step, "a file:// URL needs an absolute path (file:///path)")
+                raise InvalidInput(
+                    step, "a file:// URL needs an absolute path", "write it as file:///path"
+                )
         elif not parts.hostname or parts.hostname.startswith("-"):
-            raise InvalidInput(step, f"repository URL {shown!r} has no valid host")
+            raise InvalidInput(step, f"repository URL {shown!r} has no valid host", URL_REMEDY)
         return url
     match = _SCP_URL.fullmatch(url)
     if match is None or match["host"].startswith("-") or match["path"].startswith("-"):
         raise InvalidInput(
             step,
             f"{shown!r} is not an allowed repository URL",
-            "use https://host/org/repo, ssh://host/repo, git@host:org/repo or file:///path",
+            URL_REMEDY,
         )
     return url
 
@@ -157,7 +169,11 @@ def validate_subdirectory(subdirectory: str) -> str:
     if not isinstance(subdirectory, str) or not subdirectory:
         raise InvalidInput(step, "the subdirectory is empty", "use '.' for the repository root")
     if len(subdirectory) > MAX_SUBDIRECTORY_LENGTH or _has_control(subdirectory):
-        raise InvalidInput(step, "the subdirectory is too long or contains a control character")
+        raise InvalidInput(
+            step,
+            "the subdirectory is too long or contains a control character",
+            SUBDIRECTORY_REMEDY,
+        )
     if "\\" in subdirectory or subdirectory.startswith(("/", "-")) or ":" in subdirectory:
         raise InvalidInput(
             step,
@@ -166,7 +182,9 @@ def validate_subdirectory(subdirectory: str) -> str:
         )
     parts = [p for p in PurePosixPath(subdirectory).parts if p != "."]
     if any(p == ".." for p in parts):
-        raise InvalidInput(step, f"subdirectory {subdirectory!r} contains '..'")
+        raise InvalidInput(
+            step, f"subdirectory {subdirectory!r} contains '..'", SUBDIRECTORY_REMEDY
+        )
     return "/".join(parts) or "."
 
 
@@ -380,7 +398,11 @@ def _subtree_id(checkout: Path, commit: str, subdirectory: str) -> str:
                 "point --subdirectory at a real directory",
             )
         if kind != "tree":
-            raise SetupError(step, f"{where!r} is not a directory at commit {commit[:12]}")
+            raise SetupError(
+                step,
+                f"{where!r} is not a directory at commit {commit[:12]}",
+                "check --subdirectory against the repository layout at that commit",
+            )
         parent = tree_id = object_id
     return tree_id
 
@@ -399,7 +421,13 @@ def _confined(root: Path, subdirectory: str) -> Path:
     real_root = root.resolve()
     target = (root / subdirectory).resolve()
     if target != real_root and real_root not in target.parents:
-        raise SetupError("fetch", f"subdirectory {subdirectory!r} escapes the repository")
+        raise SetupError(
+            "fetch", f"subdirectory {subdirectory!r} escapes the repository", SUBDIRECTORY_REMEDY
+        )
     if not target.is_dir():
-        raise SetupError("fetch", f"subdirectory {subdirectory!r} was not checked out")
+        raise SetupError(
+            "fetch",
+            f"subdirectory {subdirectory!r} was not checked out",
+            "check --subdirectory against the repository layout at that commit",
+        )
     return target

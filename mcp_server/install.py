@@ -36,7 +36,7 @@ from mcp_server.build import (
     uv_binary,
     uv_version,
 )
-from mcp_server.errors import ExitCode, InvalidInput, SetupError
+from mcp_server.errors import InvalidInput, SetupError
 from mcp_server.fsutil import atomic_write_bytes, exclusive_lock
 from mcp_server.gitsource import (
     fetch_commit,
@@ -394,7 +394,9 @@ class Transaction:
         one for the local wheel file), and the matching RECORD line."""
         if not (dist_info / "RECORD").is_file():
             raise SetupError(
-                "install", f"uv reported success but {dist_info} is missing; nothing was kept"
+                "install",
+                f"uv reported success but {dist_info} is missing; the previous engine was restored",
+                "run the install again; if it repeats, report it with the uv log",
             )
         direct_url: dict[str, Any] = {
             "url": self.source.repository,
@@ -418,7 +420,12 @@ class Transaction:
     def _make_record(self, probe: Probe) -> InstallRecord:
         installed = probe.dists.get(self.build.distribution)
         if installed is None:
-            raise SetupError("install", "uv reported success but the engine is not installed")
+            raise SetupError(
+                "install",
+                "uv reported success but the engine is not installed; the previous engine was "
+                "restored",
+                "run the install again; if it repeats, report it with the uv log",
+            )
         environment: EnvironmentInfo = environment_info(
             probe, direct_dependency_names(installed.requires, self.extras)
         )
@@ -615,7 +622,3 @@ def history(python: str | None) -> tuple[list[HistoryEntry], int | None, str]:
 def verify(python: str | None, profile: EngineProfile) -> VerifyReport:
     env = locate(python)
     return verify_environment(env, profile.distribution)
-
-
-def exit_code_for(report: VerifyReport) -> ExitCode:
-    return report.exit_code

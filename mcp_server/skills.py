@@ -417,7 +417,11 @@ def sync(repo_root: Path) -> list[str]:
     """Make both discovery folders exact copies of skills/; returns what changed."""
     canonical = repo_root / CANONICAL_DIR
     if not canonical.is_dir():
-        raise SetupError("skills sync", f"no {CANONICAL_DIR}/ folder in {repo_root}")
+        raise SetupError(
+            "skills sync",
+            f"no {CANONICAL_DIR}/ folder in {repo_root}",
+            "run it from the repository root, or pass --root DIR",
+        )
     problems = validate_skills_root(canonical)
     if problems:
         raise SetupError(
@@ -433,7 +437,11 @@ def sync(repo_root: Path) -> list[str]:
         linked = _symlinked_ancestor(repo_root, mirror.parent)
         if linked is not None:
             # Only the skills folder itself is ours to replace, never its parent.
-            raise SetupError("skills sync", f"{linked} is a symlink; not writing through it")
+            raise SetupError(
+                "skills sync",
+                f"{linked} is a symlink; not writing through it",
+                f"replace {linked} with a real folder, then sync again",
+            )
         if mirror.is_symlink() or (mirror.exists() and not mirror.is_dir()):
             mirror.unlink()
             changes.append(f"replaced {mirror_rel} (was not a real folder)")
@@ -456,7 +464,9 @@ def sync(repo_root: Path) -> list[str]:
     leftover = check_drift(repo_root)
     if leftover:  # pragma: no cover - a bug in sync, never a user error
         details = [p.format(repo_root) for p in leftover]
-        raise SetupError("skills sync", "copies still differ after sync", details=details)
+        raise SetupError(
+            "skills sync", "copies still differ after sync", "report this bug", details=details
+        )
     return changes
 
 

@@ -10,6 +10,7 @@ import re
 import shutil
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from mcp_server.gitsource import LOCAL_TIMEOUT_S, run_git
 
@@ -138,6 +139,41 @@ class SourceRepository:
         """Drop unreachable objects from the served repository (after a force-push)."""
         self._git("reflog", "expire", "--expire=now", "--all", cwd=self.bare)
         self._git("gc", "-q", "--prune=now", cwd=self.bare)
+
+
+def quadratic_manifest(
+    experiment_id: str,
+    *,
+    seed: int,
+    max_trials: int,
+    sleep: float,
+    total_timeout_s: float,
+) -> dict[str, Any]:
+    """A small random search over the installed reference engine's quadratic workload (the
+    manifest the tests and the benchmarks launch through automl-setup)."""
+    argv = ["{python}", "-m", "automl_refengine.workloads.quadratic"]
+    argv += ["--params", "{params_json}", "--out", "{trial_dir}/metrics.json"]
+    argv += ["--sleep", str(sleep)]
+    return {
+        "search": {
+            "experiment_id": experiment_id,
+            "algorithm": "random",
+            "seed": seed,
+            "objective": {"metric": "loss", "direction": "minimize"},
+            "budget": {
+                "max_trials": max_trials,
+                "trial_timeout_s": 60.0,
+                "total_timeout_s": total_timeout_s,
+            },
+            "parameters": {
+                "x": {"type": "float", "low": -1.0, "high": 1.0},
+                "y": {"type": "float", "low": -1.0, "high": 1.0},
+                "opt": {"type": "categorical", "choices": ["adam", "sgd", "rmsprop"]},
+            },
+        },
+        "workload": {"argv": argv, "metrics_file": "metrics.json"},
+        "execution": {"pass_env": []},
+    }
 
 
 def create_reference_repository(root: Path, *, dev_branch: str = "dev/next") -> SourceRepository:

@@ -202,7 +202,11 @@ def locate(python: str | None, *, create: bool = False) -> TargetEnv:
             "pass --python PATH (an interpreter or a venv directory) or activate a venv",
         )
     if "\x00" in raw or "\n" in raw:
-        raise InvalidInput(step, "the environment path contains a control character")
+        raise InvalidInput(
+            step,
+            "the environment path contains a control character",
+            "pass --python PATH (an interpreter or a venv directory)",
+        )
     path = Path(raw).expanduser().absolute()
     created: Path | None = None
     if not path.exists():

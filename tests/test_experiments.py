@@ -26,7 +26,7 @@ import pytest
 import yaml
 from conftest import engine_marker, env_snapshot, profile_args, run_cli, tree_digest
 
-from mcp_server.sourcerepo import SourceRepository
+from mcp_server.sourcerepo import SourceRepository, quadratic_manifest
 
 EXP = "exp"
 ENGINE_CLI = "automl-refengine"
@@ -47,29 +47,13 @@ def manifest_data(
     total_timeout_s: float = 300.0,
 ) -> dict[str, Any]:
     """A small random search over the quadratic workload of the installed engine."""
-    argv = ["{python}", "-m", "automl_refengine.workloads.quadratic"]
-    argv += ["--params", "{params_json}", "--out", "{trial_dir}/metrics.json"]
-    argv += ["--sleep", str(sleep)]
-    return {
-        "search": {
-            "experiment_id": experiment_id,
-            "algorithm": "random",
-            "seed": seed,
-            "objective": {"metric": "loss", "direction": "minimize"},
-            "budget": {
-                "max_trials": max_trials,
-                "trial_timeout_s": 60.0,
-                "total_timeout_s": total_timeout_s,
-            },
-            "parameters": {
-                "x": {"type": "float", "low": -1.0, "high": 1.0},
-                "y": {"type": "float", "low": -1.0, "high": 1.0},
-                "opt": {"type": "categorical", "choices": ["adam", "sgd", "rmsprop"]},
-            },
-        },
-        "workload": {"argv": argv, "metrics_file": "metrics.json"},
-        "execution": {"pass_env": []},
-    }
+    return quadratic_manifest(
+        experiment_id,
+        seed=seed,
+        max_trials=max_trials,
+        sleep=sleep,
+        total_timeout_s=total_timeout_s,
+    )
 
 
 def write_manifest(path: Path, **kwargs: Any) -> Path:
