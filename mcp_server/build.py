@@ -10,6 +10,7 @@ import base64
 import functools
 import hashlib
 import os
+import re
 import subprocess
 import sys
 import zipfile
@@ -118,6 +119,15 @@ def build_wheel(
     wheels = sorted(out_dir.glob("*.whl"))
     if returncode != 0 or len(wheels) != 1:
         tail = _tail(log_path)
+        if _network_failure(log_path):
+            raise SetupError(
+                "build",
+                f"the build could not download its build dependencies (uv build exit "
+                f"{returncode}, backend {backend}): a network or TLS failure, not the source",
+                "check the network, proxy, certificates and package index settings "
+                "(UV_INDEX_URL, SSL_CERT_FILE), then run the install again",
+                details=tail,
+            )
         raise SetupError(
             "build",
             f"building the wheel failed (uv build exit {returncode}, backend {backend})",
@@ -125,6 +135,25 @@ def build_wheel(
             details=tail,
         )
     return BuiltWheel(wheels[0], sha256_file(wheels[0]), backend)
+
+
+# uv's own words when fetching build requirements fails on the way, not in the source.
+_NETWORK_FAILURE = re.compile(
+    r"Failed to fetch|error sending request|dns error|failed to lookup address|"
+    r"tcp connect error|Connection refused|Connection reset|timed out|\btls\b|certificate|"
+    r"\bnetwork\b",
+    re.IGNORECASE,
+)
+
+
+def _network_failure(log_path: Path) -> bool:
+    """Only uv's error chain (`error:` / `cause:` lines) counts: the backend's own output may
+    mention certificates or networks without the download having failed."""
+    text = log_path.read_text(encoding="utf-8", errors="replace")
+    chain = [line.strip() for line in text.splitlines()]
+    return any(
+        _NETWORK_FAILURE.search(line) for line in chain if line.startswith(("error:", "cause:"))
+    )
 
 
 def run_logged(

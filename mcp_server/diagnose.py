@@ -135,6 +135,7 @@ def _findings(
         "its source commit is unproven: reinstall with automl-setup",
         "no-engine": "",
         "interrupted": "an install into this environment was interrupted",
+        "in-progress": "an install into this environment is in progress",
     }[status]
     if status_text:
         out.append(status_text)

@@ -5,6 +5,12 @@ from __future__ import annotations
 from enum import IntEnum
 
 
+def shown(value: object, limit: int = 40) -> str:
+    """An untrusted value for an error message: quoted, and cut short (never echoed whole)."""
+    text = value if isinstance(value, str) else repr(value)
+    return repr(text[:limit] + "…" if len(text) > limit else text)
+
+
 class ExitCode(IntEnum):
     OK = 0
     REFUSED = 1  # a step failed or a check refused

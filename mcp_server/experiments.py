@@ -19,25 +19,30 @@ import hashlib
 import json
 import os
 import shlex
+import shutil
 import signal
 import socket
+import stat
 import subprocess
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from mcp_server import __version__
-from mcp_server.errors import ExitCode, InvalidInput, SetupError
+from mcp_server.errors import ExitCode, InvalidInput, SetupError, shown
 from mcp_server.fsutil import (
     exclusive_create,
-    exclusive_lock,
+    new_directory,
     numbered_append,
     read_json_lines,
+    shared_lock,
 )
+from mcp_server.persisted import Persisted, load_persisted
 from mcp_server.provenance import (
     BuildIdentity,
     EnvironmentInfo,
@@ -58,13 +63,19 @@ from mcp_server.targetenv import Probe, TargetEnv, locate
 SIDECAR = ".automl-setup"
 MAX_ID_LENGTH = 64
 STATUS_TIMEOUT_S = 60.0
+PLAN_TIMEOUT_S = 60.0
+PLAN_OUTPUT_BYTES = 8192  # of the engine's error output a refusal quotes
+PLAN_OUTPUT_LINES = 20
+# automl-setup reads at most this much of a manifest (the engine may allow less: the reference
+# engine's cap is 1,000,000 bytes, and its `plan` says so).
+MAX_MANIFEST_BYTES = 1 << 20
 
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class EngineBinding(_Model):
+class EngineBinding(Persisted):
     identity_digest: str
     source: SourceIdentity
     build: BuildIdentity
@@ -74,7 +85,7 @@ class EngineBinding(_Model):
     cli: str = Field(description="Console script of the engine that runs the experiment.")
 
 
-class Binding(_Model):
+class Binding(Persisted):
     schema_version: Literal[1] = 1
     experiment_id: str
     workspace: str
@@ -87,7 +98,8 @@ class Binding(_Model):
     tool_version: str
 
 
-class AttemptEntry(_Model):
+class AttemptEntry(Persisted):
+    schema_version: Literal[1] = 1
     time: str
     action: Literal["launch", "resume", "exit"]
     outcome: Literal["accepted", "refused", "exited"]
@@ -145,7 +157,7 @@ def validate_experiment_id(value: str) -> str:
     if not ok:
         raise InvalidInput(
             "validate experiment id",
-            f"{value!r} is not a valid experiment id",
+            f"{shown(value)} is not a valid experiment id",
             "use 1-64 letters, digits, '-', '_' or '.', not starting with '.' or '-'",
         )
     return value
@@ -190,22 +202,81 @@ def _workspace(path: str) -> Path:
     return Path(path).expanduser().resolve()
 
 
+class _ManifestLoader(yaml.SafeLoader):
+    """SafeLoader that refuses aliases and merge keys (an alias bomb expands exponentially)
+    and duplicate keys (which would silently keep the last one)."""
+
+    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node | None:
+        if self.check_event(yaml.AliasEvent):
+            mark = self.peek_event().start_mark
+            raise yaml.composer.ComposerError(
+                None, None, "aliases (*name) are not allowed in a manifest", mark
+            )
+        return super().compose_node(parent, index)  # type: ignore[no-untyped-call]
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _value in node.value:
+            problem = "merge keys (<<) are not allowed in a manifest"
+            if key_node.tag != "tag:yaml.org,2002:merge":
+                key = self.construct_object(key_node, deep=True)  # type: ignore[no-untyped-call]
+                try:
+                    problem = f"duplicate key {key!r:.100}" if key in seen else ""
+                    seen.add(key)
+                except TypeError:  # unhashable: the base constructor refuses it
+                    problem = ""
+            if problem:
+                raise yaml.constructor.ConstructorError(None, None, problem, key_node.start_mark)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _read_manifest_file(path: Path, limit: int, step: str, remedy: str) -> bytes:
+    """At most `limit` bytes of a regular file; anything else (a FIFO, a device, a directory)
+    is refused without reading it, and a larger file before parsing it."""
+
+    def refuse(cause: str) -> InvalidInput:
+        return InvalidInput(step, cause, remedy)
+
+    try:
+        if not stat.S_ISREG(path.stat().st_mode):  # before open: a FIFO would block it
+            raise refuse(f"{path} is not a regular file")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+        try:
+            info = os.fstat(fd)  # the file opened, which may have been swapped since stat
+            if not stat.S_ISREG(info.st_mode):
+                raise refuse(f"{path} is not a regular file")
+            chunks, size = [], 0
+            while size <= limit and (chunk := os.read(fd, min(1 << 16, limit + 1 - size))):
+                chunks.append(chunk)
+                size += len(chunk)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise refuse(f"cannot read manifest {path}: {exc.strerror}") from None
+    if size > limit:
+        raise refuse(f"{path} is larger than {limit} bytes")
+    return b"".join(chunks)
+
+
 def read_manifest(path: str) -> tuple[Path, bytes, str]:
     """(absolute path, bytes, experiment id) of a YAML or JSON manifest."""
     step = "read manifest"
-    manifest = Path(path).expanduser().resolve()
+    remedy = "pass the path of the experiment's YAML or JSON manifest"
+    if not path or "\x00" in path:
+        raise InvalidInput(step, "the manifest path is empty or contains a NUL character", remedy)
     try:
-        data = manifest.read_bytes()
-    except OSError as exc:
-        raise InvalidInput(
-            step,
-            f"cannot read manifest {manifest}: {exc.strerror}",
-            "pass the path of the experiment's YAML or JSON manifest",
-        ) from None
+        manifest = Path(path).expanduser().resolve()
+    except (OSError, RuntimeError) as exc:  # RuntimeError: a symlink loop (Python < 3.13)
+        cause = f"cannot resolve the manifest path {path!r}: {exc}"
+        raise InvalidInput(step, cause, remedy) from None
+    data = _read_manifest_file(manifest, MAX_MANIFEST_BYTES, step, remedy)
     try:
-        parsed = yaml.safe_load(data.decode("utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        parsed = yaml.load(data.decode("utf-8"), Loader=_ManifestLoader)  # noqa: S506 - safe
+    except (yaml.YAMLError, UnicodeDecodeError, RecursionError) as exc:
+        text = str(exc).strip() if not isinstance(exc, RecursionError) else "nested too deeply"
+        first = text.splitlines()[0][:200] if text else type(exc).__name__
+        mark = getattr(exc, "problem_mark", None)
+        first += f" (line {mark.line + 1})" if mark is not None else ""
         raise InvalidInput(
             step, f"{manifest} is not valid YAML or JSON: {first}", "fix the manifest"
         ) from None
@@ -218,6 +289,16 @@ def read_manifest(path: str) -> tuple[Path, bytes, str]:
             "check the manifest with the engine's `plan` command",
         )
     return manifest, data, validate_experiment_id(experiment_id)
+
+
+def resume_command(files: ExperimentFiles, manifest: str, python: str) -> str:
+    """The `automl-setup resume` command line that continues this experiment."""
+    return shlex.join(
+        [
+            *("automl-setup", "resume", "--experiment-id", files.experiment_id),
+            *("--workspace", str(files.workspace), "--manifest", manifest, "--python", python),
+        ]
+    )
 
 
 def _host() -> str:
@@ -240,6 +321,18 @@ def _next_attempt(files: ExperimentFiles) -> Iterator[tuple[int, Callable[..., A
 def _log_attempt(files: ExperimentFiles, **fields: Any) -> AttemptEntry:
     with _next_attempt(files) as (_number, log):
         return log(**fields)
+
+
+@contextlib.contextmanager
+def _unbound_removed_on_failure(files: ExperimentFiles) -> Iterator[None]:
+    """Launch made `files.dir` in this call; until the binding exists it holds nothing of
+    value, so a failure before then removes it again and the id stays free."""
+    try:
+        yield
+    except BaseException:
+        if not files.binding.exists():
+            shutil.rmtree(files.dir, ignore_errors=True)
+        raise
 
 
 @contextlib.contextmanager
@@ -275,7 +368,7 @@ def lock_is_held(files: ExperimentFiles) -> bool:
     return False
 
 
-def _engine_script(probe: Probe, record: InstallRecord) -> tuple[str, Path]:
+def _engine_script(probe: Probe, record: InstallRecord) -> str:
     dist = probe.dists.get(record.build.distribution)
     scripts = dist.console_scripts if dist else ()
     if len(scripts) != 1:
@@ -285,7 +378,35 @@ def _engine_script(probe: Probe, record: InstallRecord) -> tuple[str, Path]:
             f"({', '.join(scripts) or 'none'}); cannot tell which runs experiments",
             "this engine is not launchable by automl-setup",
         )
-    return scripts[0], probe.scripts / scripts[0]
+    return scripts[0]
+
+
+# Runs in the environment's own interpreter (any Python >= 3.8) and does what the console
+# script would, without its shebang: a copied venv's scripts still name the original's
+# interpreter, so running them could start another environment's engine. The entry point is
+# read from that environment's own metadata and only ever imported (never turned into code).
+_LAUNCHER = r"""
+import re, sys
+from importlib import metadata
+dist, name = sys.argv[1], sys.argv[2]
+try:
+    eps = [ep for ep in metadata.distribution(dist).entry_points
+           if ep.group == "console_scripts" and ep.name == name]
+except metadata.PackageNotFoundError:
+    eps = []
+dotted = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*"
+if len(eps) != 1 or not re.fullmatch(dotted + ":" + dotted, eps[0].value):
+    sys.exit("automl-setup: %s has no console script %r with a plain module:function entry "
+             "point in this environment" % (dist, name))
+sys.argv = [name] + sys.argv[3:]
+sys.exit(eps[0].load()())
+"""
+
+
+def engine_command(interpreter: Path, distribution: str, cli: str, args: list[str]) -> list[str]:
+    """argv that runs console script `cli` of `distribution` with `interpreter` (isolated:
+    no PYTHONPATH, user site or working directory on its import path)."""
+    return [str(interpreter), "-I", "-c", _LAUNCHER, distribution, cli, *args]
 
 
 def _require_record(env: TargetEnv, step: str) -> InstallRecord:
@@ -320,22 +441,78 @@ def _verified_record(env: TargetEnv, step: str) -> tuple[InstallRecord, Probe]:
     return record, probe
 
 
+def _engine_env(prefix: Path, interpreter: Path) -> dict[str, str]:
+    """The engine's environment variables: those of its own venv (trials inherit them)."""
+    run_env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    run_env["VIRTUAL_ENV"] = str(prefix)
+    run_env["PATH"] = f"{interpreter.parent}{os.pathsep}{run_env.get('PATH', '')}"
+    return run_env
+
+
 def _spawn(
     argv: list[str], env: TargetEnv, log_path: Path, lock_fd: int
 ) -> subprocess.Popen[bytes]:
-    run_env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    run_env["VIRTUAL_ENV"] = str(env.prefix)
-    run_env["PATH"] = f"{env.interpreter.parent}{os.pathsep}{run_env.get('PATH', '')}"
     with log_path.open("ab") as log:
         return subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
-            env=run_env,
+            env=_engine_env(env.prefix, env.interpreter),
             pass_fds=(lock_fd,),
             start_new_session=True,
         )
+
+
+def _engine_plan(
+    env: TargetEnv, distribution: str, cli: str, manifest: Path, workspace: Path
+) -> None:
+    """The engine's own read-only `plan` of the manifest, bounded in time and in how much of
+    its output is read: a manifest the engine rejects is refused before anything exists (no
+    sidecar, binding, ledger or registry entry), so its id stays free."""
+    step = "check manifest"
+    args = ["plan", "--manifest", str(manifest), "--workspace", str(workspace)]
+    with tempfile.TemporaryFile() as errors:
+        try:
+            proc = subprocess.Popen(
+                engine_command(env.interpreter, distribution, cli, args),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,  # the plan itself can be long; only errors matter
+                stderr=errors,
+                env=_engine_env(env.prefix, env.interpreter),
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise SetupError(
+                step,
+                f"the engine could not be run to check the manifest: {exc.strerror}",
+                f"run `automl-setup verify --python {env.prefix}`",
+            ) from None
+        try:
+            code = proc.wait(timeout=PLAN_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise SetupError(
+                step,
+                f"the engine's `{cli} plan` of {manifest} did not finish within "
+                f"{PLAN_TIMEOUT_S:.0f} s",
+                "make the search smaller, then launch again; nothing was created",
+            ) from None
+        if code == 0:
+            return
+        errors.seek(0)
+        text = errors.read(PLAN_OUTPUT_BYTES).decode("utf-8", "replace")
+    lines = [line.strip()[:300] for line in text.splitlines() if line.strip()]
+    lines = lines[:PLAN_OUTPUT_LINES] + (["..."] if len(lines) > PLAN_OUTPUT_LINES else [])
+    raise SetupError(
+        step,
+        f"the engine's `{cli} plan` rejects {manifest} (exit {code})",
+        "fix the manifest and launch again; nothing was created, the id is still free",
+        exit_code=ExitCode.INVALID_INPUT if code == ExitCode.INVALID_INPUT else ExitCode.REFUSED,
+        details=lines,
+    )
 
 
 def _wait_forwarding_signals(proc: subprocess.Popen[bytes]) -> int:
@@ -410,13 +587,7 @@ def launch_experiment(
     env = locate(python)
     if files.engine_dir.exists() or files.dir.exists():
         if files.engine_dir.exists():
-            resume = shlex.join(
-                [
-                    *("automl-setup", "resume", "--experiment-id", experiment_id),
-                    *("--workspace", str(files.workspace), "--manifest", str(manifest_path)),
-                    *("--python", str(env.prefix)),
-                ]
-            )
+            resume = resume_command(files, str(manifest_path), str(env.prefix))
             remedy = f"continue it with `{resume}`, or give the new experiment another id"
         else:  # launched before, but the engine refused to start it (see attempt-1.log)
             remedy = (
@@ -431,20 +602,25 @@ def launch_experiment(
         raise refusal
     _require_record(env, "launch")  # before the lock, which would create files in the env
     store = RecordStore(env.state_dir)
-    with exclusive_lock(store.lock_path, step="launch", holder=f"environment {env.prefix}"):
+    # Shared: launches and resumes of different experiments proceed together; an install or
+    # repair (exclusive) is refused while any of them holds it, and refuses them while it runs.
+    with shared_lock(store.lock_path, step="launch", holder=f"environment {env.prefix}"):
         record, probe = _verified_record(env, "launch")
-        cli, script = _engine_script(probe, record)
+        cli = _engine_script(probe, record)
+        _engine_plan(env, record.build.distribution, cli, manifest_path, files.workspace)
         try:
-            files.dir.mkdir(parents=True)
+            new_directory(files.dir)
         except FileExistsError:
             raise SetupError(
                 "launch",
                 f"experiment {experiment_id} was launched concurrently by another process",
                 "check it with `automl-setup status`, or give this experiment another id",
             ) from None
-        with _controller_lock(files) as lock_fd:
-            argv = [str(script), "run", "--manifest", str(manifest_path)]
-            argv += ["--workspace", str(files.workspace), "--approve"]
+        with _unbound_removed_on_failure(files), _controller_lock(files) as lock_fd:
+            args = ["run", "--manifest", str(manifest_path), "--workspace", str(files.workspace)]
+            argv = engine_command(
+                env.interpreter, record.build.distribution, cli, [*args, "--approve"]
+            )
             env_now = environment_info(probe, list(record.environment.dependencies))
             # The binding's identity is the build plus the environment as it is now (it may
             # have drifted since install; the digest must match the fields it is bound to).
@@ -477,26 +653,102 @@ def launch_experiment(
 
 
 def read_binding(files: ExperimentFiles) -> Binding:
+    """The binding of exactly this experiment, or a refusal: read strictly, made for the
+    experiment id asked, and with an identity digest that recomputes from the engine fields it
+    binds (a binding copied from another experiment or edited by hand proves nothing). Every
+    reader (resume, status, listing, the install guard, the MCP provenance check) comes here.
+    A binding recorded in another workspace is accepted: the workspace was moved or copied,
+    which `relocation` reports and resume judges."""
     step = "read binding"
+    remedy = "bindings are never rewritten; restore it from a backup"
     try:
-        return Binding.model_validate_json(files.binding.read_bytes())
+        data = files.binding.read_bytes()
     except FileNotFoundError:
         raise SetupError(
             step,
             f"experiment {files.experiment_id} has no binding ({files.binding} is missing)",
             "only experiments launched by automl-setup can be resumed with proof of the engine",
         ) from None
-    except (ValidationError, ValueError) as exc:
+    except OSError as exc:
+        raise SetupError(
+            step, f"cannot read the binding {files.binding}: {exc.strerror}", remedy
+        ) from None
+    binding = load_persisted(Binding, data, what="binding", path=files.binding, remedy=remedy)
+    if binding.experiment_id != files.experiment_id:
         raise SetupError(
             step,
-            f"the binding {files.binding} is corrupt ({type(exc).__name__})",
-            "bindings are never rewritten; restore it from a backup",
-        ) from None
+            f"the binding {files.binding} belongs to experiment {shown(binding.experiment_id)}"
+            f", not {files.experiment_id}",
+            f"a binding is never moved between experiments; restore the binding of "
+            f"{files.experiment_id} from a backup",
+        )
+    engine = binding.engine
+    if compute_identity_digest(engine.source, engine.build, engine.environment) != (
+        engine.identity_digest
+    ):
+        raise SetupError(
+            step,
+            f"the identity digest of the binding {files.binding} does not recompute from the "
+            "engine fields it binds (the file was edited)",
+            remedy,
+        )
+    return binding
 
 
-def recreate_commands(binding: Binding, manifest: Path) -> list[str]:
+def _recorded_files(binding: Binding, files: ExperimentFiles) -> ExperimentFiles | None:
+    """The experiment's files in the workspace its binding records, when that is not the
+    workspace asked (the workspace was moved or copied); None when they are the same."""
+    if binding.workspace == str(files.workspace):
+        return None
+    return ExperimentFiles(Path(binding.workspace), files.experiment_id)
+
+
+def _still_holds(recorded: ExperimentFiles) -> bool:
+    """Whether the recorded workspace still holds the experiment (then ours is a copy)."""
+    try:
+        return recorded.workspace.is_absolute() and recorded.dir.is_dir()
+    except (OSError, ValueError):  # a path the OS cannot even look up holds nothing
+        return False
+
+
+def relocation(binding: Binding, files: ExperimentFiles) -> str | None:
+    """A note when the experiment was launched in another workspace than `files.workspace`,
+    and what that means for its controller lock (which lives in the workspace asked)."""
+    recorded = _recorded_files(binding, files)
+    if recorded is None:
+        return None
+    if _still_holds(recorded):
+        return (
+            f"moved or copied from {recorded.workspace}, which still holds experiment "
+            f"{files.experiment_id}: this is a copy with its own controller lock, so two copies "
+            "could run at once; resume refuses in the copy"
+        )
+    return (
+        f"moved or copied from {recorded.workspace} (no longer there: a move); its controller "
+        f"lock is {files.lock}"
+    )
+
+
+def _refuse_a_copy(binding: Binding, files: ExperimentFiles) -> None:
+    """Resume only the one workspace that holds the experiment: in a copy whose original still
+    exists, each has its own controller lock and both could run at once."""
+    recorded = _recorded_files(binding, files)
+    if recorded is None or not _still_holds(recorded):
+        return
+    raise IdentityRefusal(
+        "resume",
+        f"{files.workspace} is a copy of {recorded.workspace}, which still holds experiment "
+        f"{files.experiment_id}; each copy has its own controller lock, so two copies could "
+        "run at once",
+        f"resume it where it was launched (--workspace {shlex.quote(str(recorded.workspace))})"
+        "; to continue this copy instead, first move the original workspace away",
+        [FieldDiff(field="workspace", recorded=binding.workspace, found=str(files.workspace))],
+    )
+
+
+def recreate_commands(binding: Binding, manifest: Path, workspace: Path) -> list[str]:
     """The exact commands that rebuild the recorded engine in a separate environment and
-    resume there."""
+    resume there (in `workspace`, where the experiment is now)."""
     src, build = binding.engine.source, binding.engine.build
     new_env = f"{binding.engine.environment_path}-{src.commit[:12]}"
     install = [
@@ -507,7 +759,7 @@ def recreate_commands(binding: Binding, manifest: Path) -> list[str]:
     ]  # fmt: skip
     resume = [
         "automl-setup", "resume", "--experiment-id", binding.experiment_id,
-        "--workspace", binding.workspace, "--manifest", str(manifest), "--python", new_env,
+        "--workspace", str(workspace), "--manifest", str(manifest), "--python", new_env,
     ]  # fmt: skip
     return [shlex.join(install), shlex.join(resume)]
 
@@ -540,13 +792,14 @@ def resume_experiment(
     if not files.dir.is_dir():
         raise SetupError(
             "resume",
-            f"no experiment {experiment_id!r} launched by automl-setup in {files.workspace}",
+            f"no experiment {shown(experiment_id)} launched by automl-setup in {files.workspace}",
             f"resume takes an exact id; list them with `automl-setup experiments --workspace "
             f"{files.workspace}`",
         )
     try:
         with _controller_lock(files) as lock_fd:
             binding = read_binding(files)
+            _refuse_a_copy(binding, files)
             return _resume_locked(files, binding, manifest, python, detach, lock_fd)
     except SetupError as exc:
         _log_attempt(
@@ -580,7 +833,7 @@ def _resume_locked(
     detach: bool,
     lock_fd: int,
 ) -> StartedEngine:
-    recreate = recreate_commands(binding, Path(manifest).expanduser().resolve())
+    recreate = recreate_commands(binding, Path(manifest).expanduser().resolve(), files.workspace)
     remedy = "recreate the recorded engine in a separate environment and resume there:\n    " + (
         "\n    ".join(recreate)
     )
@@ -604,7 +857,7 @@ def _resume_locked(
             remedy,
             [FieldDiff(field="record", recorded=binding.engine.identity_digest, found=None)],
         )
-    with exclusive_lock(store.lock_path, step="resume", holder=f"environment {env.prefix}"):
+    with shared_lock(store.lock_path, step="resume", holder=f"environment {env.prefix}"):
         record = _require_record(env, "resume")
         probe = env.probe([record.build.distribution])
         report = verify_environment(env, record.build.distribution, probe=probe)
@@ -625,9 +878,9 @@ def _resume_locked(
                 remedy,
                 differences,
             )
-        _cli, script = _engine_script(probe, record)
-        argv = [str(script), "resume", "--manifest", str(manifest_path)]
-        argv += ["--workspace", str(files.workspace), "--approve"]
+        cli = _engine_script(probe, record)
+        args = ["resume", "--manifest", str(manifest_path), "--workspace", str(files.workspace)]
+        argv = engine_command(env.interpreter, record.build.distribution, cli, [*args, "--approve"])
         return _start(files, "resume", argv, env, binding, lock_fd, detach)
 
 
@@ -636,17 +889,19 @@ def _resume_locked(
 
 
 def engine_status(
-    binding: Binding, environment: str | None = None
+    binding: Binding, workspace: Path, environment: str | None = None
 ) -> tuple[dict[str, Any] | None, str | None]:
-    """The engine's own `status --json` (read-only), run from `environment` (where the
-    experiment last ran) or else from the environment it was launched in."""
-    scripts = Path(environment) / "bin" if environment else Path(binding.engine.interpreter).parent
-    script = scripts / binding.engine.cli
-    argv = [str(script), "status", "--experiment-id", binding.experiment_id]
-    argv += ["--workspace", binding.workspace, "--json"]
+    """The engine's own `status --json` (read-only) of the experiment in `workspace` (the one
+    asked about, never the one the binding recorded: a moved or copied workspace is read where
+    it is), run from `environment` (where the experiment last ran) or else from the
+    environment it was launched in."""
+    engine = binding.engine
+    interpreter = Path(environment) / "bin" / "python" if environment else Path(engine.interpreter)
+    args = ["status", "--experiment-id", binding.experiment_id]
+    args += ["--workspace", str(workspace), "--json"]
     try:
         proc = subprocess.run(
-            argv,
+            engine_command(interpreter, engine.build.distribution, engine.cli, args),
             capture_output=True,
             text=True,
             stdin=subprocess.DEVNULL,
@@ -660,7 +915,9 @@ def engine_status(
     try:
         data = json.loads(proc.stdout)
     except ValueError:
-        return None, f"the engine's status output is not JSON (exit {proc.returncode})"
+        data = None
+    if not isinstance(data, dict):
+        return None, f"the engine's status output is not a JSON object (exit {proc.returncode})"
     if proc.returncode != 0 or "error" in data:
         return None, f"engine status: {data.get('error', proc.stderr.strip()[-200:])}"
     return data, None
@@ -671,22 +928,46 @@ def experiment_status(experiment_id: str, workspace: str) -> ExperimentStatus:
     if not files.dir.is_dir():
         raise SetupError(
             "status",
-            f"no experiment {experiment_id!r} launched by automl-setup in {files.workspace}",
+            f"no experiment {shown(experiment_id)} launched by automl-setup in {files.workspace}",
             f"list experiments with `automl-setup experiments --workspace {files.workspace}`",
             exit_code=ExitCode.NOTHING_INSTALLED,
         )
     binding = read_binding(files)
     attempts = read_json_lines(files.attempts, what="attempts ledger")
-    last = AttemptEntry.model_validate(attempts.entries[-1]) if attempts.entries else None
-    running = lock_is_held(files)
-    accepted = [
-        e for e in attempts.entries if e.get("outcome") == "accepted" and e.get("environment")
+    entries = [
+        load_persisted(
+            AttemptEntry,
+            entry,
+            what="attempts ledger line",
+            path=files.attempts,
+            line=number,
+            remedy="restore the file from a backup; it is never rewritten automatically",
+        )
+        for number, entry in enumerate(attempts.entries, start=1)
     ]
-    data, problem = engine_status(binding, accepted[-1]["environment"] if accepted else None)
+    accepted = [e.environment for e in entries if e.outcome == "accepted" and e.environment]
+    environment = accepted[-1] if accepted else None
+    data, problem = engine_status(binding, files.workspace, environment)
+    # After the engine's answer: a "running" it gives for an engine that died since is caught.
+    running = lock_is_held(files)
     notes = [problem] if problem else []
+    moved = relocation(binding, files)
+    if moved:
+        notes.append(moved)
     if attempts.torn_line:
         notes.append(f"attempts ledger line {attempts.torn_line} is torn (interrupted write)")
     state = str(data["state"]) if data else ("running" if running else "unknown")
+    if state == "running" and not running:
+        # The engine holds the controller lock for its whole life, so a free lock proves it
+        # is gone, whatever its own files (a killed controller's pid, since reused) say.
+        state = "interrupted"
+        resume = resume_command(
+            files, binding.manifest_path, environment or binding.engine.environment_path
+        )
+        notes.append(
+            "the engine reports running, but no engine process holds the controller lock (it "
+            f"was killed); continue it with `{resume}`"
+        )
     return ExperimentStatus(
         experiment_id=experiment_id,
         workspace=str(files.workspace),
@@ -698,7 +979,7 @@ def experiment_status(experiment_id: str, workspace: str) -> ExperimentStatus:
         bound_ref=binding.engine.source.requested_ref,
         bound_environment=binding.engine.environment_path,
         identity_digest=binding.engine.identity_digest,
-        last_attempt=last,
+        last_attempt=entries[-1] if entries else None,
         attempts_torn_line=attempts.torn_line,
         notes=notes,
     )

@@ -8,18 +8,20 @@ enforced by git itself through GIT_ALLOW_PROTOCOL.
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import git
 from git.exc import GitCommandError
 
-from mcp_server.errors import InvalidInput, SetupError
+from mcp_server.errors import InvalidInput, SetupError, shown
 from mcp_server.redact import redact_text, strip_credentials
+from mcp_server.scratch import scratch_dir
 
 MAX_BRANCH_LENGTH = 200
 MAX_URL_LENGTH = 2048
@@ -59,21 +61,21 @@ def validate_branch(name: str) -> str:
             "the branch name contains a control character (newline, NUL, …)",
             "pass the branch name exactly as `git branch -r` shows it",
         )
-    shown = repr(name)
+    quoted = shown(name, 100)
     if name.startswith("-"):
         raise InvalidInput(
-            step, f"branch name {shown} starts with '-'", "branch names never start with '-'"
+            step, f"branch name {quoted} starts with '-'", "branch names never start with '-'"
         )
     if name == "HEAD" or name.startswith("refs/"):
         raise InvalidInput(
             step,
-            f"{shown} is not a branch name",
+            f"{quoted} is not a branch name",
             "give the short branch name, e.g. main or dev/feature",
         )
     if not _check_ref_format(name):
         raise InvalidInput(
             step,
-            f"{shown} is not a valid branch name (git check-ref-format --branch refuses it)",
+            f"{quoted} is not a valid branch name (git check-ref-format --branch refuses it)",
             "use the branch name exactly as `git branch -r` shows it, without 'origin/'",
         )
     return name
@@ -82,8 +84,8 @@ def validate_branch(name: str) -> str:
 def _check_ref_format(name: str) -> bool:
     # Run in an empty directory with discovery fenced off, so `@{-1}` and friends can never be
     # expanded against some repository that happens to contain the working directory.
-    with tempfile.TemporaryDirectory(prefix="automl-setup-ref-") as empty:
-        env = {"GIT_CEILING_DIRECTORIES": str(Path(empty).parent), "GIT_DIR": "/nonexistent"}
+    with scratch_dir("automl-setup-ref-") as empty:
+        env = {"GIT_CEILING_DIRECTORIES": str(empty.parent), "GIT_DIR": "/nonexistent"}
         try:
             out = git.Git(empty).execute(
                 ["git", "check-ref-format", "--branch", name],
@@ -101,7 +103,7 @@ def validate_commit(sha: str) -> str:
     if not _FULL_SHA.fullmatch(value):
         raise InvalidInput(
             "validate commit",
-            f"{sha!r} is not a full commit id (40 hex digits)",
+            f"{shown(sha, 70)} is not a full commit id (40 hex digits)",
             "pass the full commit as printed by `automl-setup resolve`",
         )
     return value
@@ -111,7 +113,7 @@ def validate_extra(name: str) -> str:
     if not _EXTRA.fullmatch(name):
         raise InvalidInput(
             "validate extra",
-            f"{name!r} is not a valid extra name",
+            f"{shown(name, 70)} is not a valid extra name",
             "use the extra's name as the engine declares it (letters, digits, '.', '_', '-')",
         )
     return name
@@ -122,7 +124,7 @@ def validate_repository_url(url: str) -> str:
     step = "validate repository"
     if not isinstance(url, str) or not url:
         raise InvalidInput(step, "the repository URL is empty", URL_REMEDY)
-    shown = redact_text(url)
+    url_shown = shown(redact_text(url), 100)
     if len(url) > MAX_URL_LENGTH or _has_control(url) or any(c.isspace() for c in url):
         raise InvalidInput(
             step,
@@ -130,11 +132,11 @@ def validate_repository_url(url: str) -> str:
             "percent-encode spaces in a file:// URL (%20); other URLs never contain them",
         )
     if url.startswith("-"):
-        raise InvalidInput(step, f"repository URL {shown!r} starts with '-'", URL_REMEDY)
+        raise InvalidInput(step, f"repository URL {url_shown} starts with '-'", URL_REMEDY)
     if "::" in url.split("/", 1)[0] or url.lower().startswith("ext:"):
         raise InvalidInput(
             step,
-            f"transport {shown.split('::', 1)[0]!r} is not allowed",
+            f"transport {shown(redact_text(url).split('::', 1)[0])} is not allowed",
             f"use one of: {', '.join(s + '://' for s in ALLOWED_SCHEMES)} or git@host:path",
         )
     if "://" in url:
@@ -151,13 +153,13 @@ def validate_repository_url(url: str) -> str:
                     step, "a file:// URL needs an absolute path", "write it as file:///path"
                 )
         elif not parts.hostname or parts.hostname.startswith("-"):
-            raise InvalidInput(step, f"repository URL {shown!r} has no valid host", URL_REMEDY)
+            raise InvalidInput(step, f"repository URL {url_shown} has no valid host", URL_REMEDY)
         return url
     match = _SCP_URL.fullmatch(url)
     if match is None or match["host"].startswith("-") or match["path"].startswith("-"):
         raise InvalidInput(
             step,
-            f"{shown!r} is not an allowed repository URL",
+            f"{url_shown} is not an allowed repository URL",
             URL_REMEDY,
         )
     return url
@@ -177,13 +179,13 @@ def validate_subdirectory(subdirectory: str) -> str:
     if "\\" in subdirectory or subdirectory.startswith(("/", "-")) or ":" in subdirectory:
         raise InvalidInput(
             step,
-            f"subdirectory {subdirectory!r} must be a relative path inside the repository",
+            f"subdirectory {shown(subdirectory, 100)} must be a relative path in the repository",
             "for example packages/automl-core",
         )
     parts = [p for p in PurePosixPath(subdirectory).parts if p != "."]
     if any(p == ".." for p in parts):
         raise InvalidInput(
-            step, f"subdirectory {subdirectory!r} contains '..'", SUBDIRECTORY_REMEDY
+            step, f"subdirectory {shown(subdirectory, 100)} contains '..'", SUBDIRECTORY_REMEDY
         )
     return "/".join(parts) or "."
 
@@ -264,19 +266,49 @@ class Resolution:
     commit: str
 
 
+def git_url(url: str) -> tuple[str, str | None]:
+    """The URL git is given, and the HTTP header that carries the URL's credential, if any.
+
+    User info never reaches git inside the URL: git starts its https helper with the URL on
+    the command line (`git remote-https NAME URL`), where every user's `ps` can read it. An
+    https credential travels instead as an Authorization header set through the config
+    environment; an ssh URL keeps its user (no secret) and loses a password (ssh never takes
+    one from a URL)."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url, None
+    userinfo, _, hostport = parts.netloc.rpartition("@")
+    user, _, password = userinfo.partition(":")
+    if parts.scheme == "ssh":
+        return urlunsplit(parts._replace(netloc=f"{user}@{hostport}")), None
+    bare = urlunsplit(parts._replace(netloc=hostport))
+    basic = base64.b64encode(f"{unquote(user)}:{unquote(password)}".encode()).decode()
+    return bare, f"Authorization: Basic {basic}"
+
+
+def _remote_config(name: str, repository: str) -> dict[str, str]:
+    """Config of a remote defined only for one call, for GIT_CONFIG_KEY_n/VALUE_n."""
+    url, header = git_url(repository)
+    config = {f"remote.{name}.url": url}
+    if header is not None:
+        # Scoped to this URL: a redirect to another host does not receive it.
+        config[f"http.{url}.extraHeader"] = header
+    return config
+
+
 def resolve_branch(repository: str, branch: str) -> Resolution:
     """Exactly refs/heads/<branch> on the remote; a missing branch is an error, never a tag."""
     validate_repository_url(repository)
     validate_branch(branch)
     ref = f"refs/heads/{branch}"
     # A named remote defined only for this call, run where no repository can be discovered.
-    with tempfile.TemporaryDirectory(prefix="automl-setup-resolve-") as empty:
+    with scratch_dir("automl-setup-resolve-") as empty:
         out = run_git(
             ["ls-remote", "--end-of-options", REMOTE, ref, f"refs/tags/{branch}"],
             cwd=Path(empty),
             step="resolve",
             timeout=NETWORK_TIMEOUT_S,
-            config={f"remote.{REMOTE}.url": repository},
+            config=_remote_config(REMOTE, repository),
         )
     refs = dict(_parse_ls_remote(out))
     if ref not in refs:
@@ -322,10 +354,10 @@ def fetch_commit(repository: str, commit: str, subdirectory: str, dest: Path) ->
     commit = validate_commit(commit)
     subdirectory = validate_subdirectory(subdirectory)
     step = "fetch"
-    # The URL (it may carry credentials) only ever reaches git through the environment: not
-    # on a command line, not in the scratch repository's config file.
+    # The remote only ever reaches git through the environment, not the scratch repository's
+    # config file; its credential, as a header (see git_url).
     remote = {
-        "remote.origin.url": repository,
+        **_remote_config("origin", repository),
         "remote.origin.promisor": "true",
         "remote.origin.partialclonefilter": "blob:none",
     }
@@ -387,7 +419,7 @@ def _subtree_id(checkout: Path, commit: str, subdirectory: str) -> str:
         if entry is None:
             raise SetupError(
                 step,
-                f"subdirectory {subdirectory!r} does not exist at commit {commit[:12]}",
+                f"subdirectory {shown(subdirectory, 100)} does not exist at commit {commit[:12]}",
                 "check --subdirectory against the repository layout at that commit",
             )
         mode, kind, object_id = entry
@@ -422,12 +454,14 @@ def _confined(root: Path, subdirectory: str) -> Path:
     target = (root / subdirectory).resolve()
     if target != real_root and real_root not in target.parents:
         raise SetupError(
-            "fetch", f"subdirectory {subdirectory!r} escapes the repository", SUBDIRECTORY_REMEDY
+            "fetch",
+            f"subdirectory {shown(subdirectory, 100)} escapes the repository",
+            SUBDIRECTORY_REMEDY,
         )
     if not target.is_dir():
         raise SetupError(
             "fetch",
-            f"subdirectory {subdirectory!r} was not checked out",
+            f"subdirectory {shown(subdirectory, 100)} was not checked out",
             "check --subdirectory against the repository layout at that commit",
         )
     return target

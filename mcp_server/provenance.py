@@ -11,24 +11,32 @@ import hashlib
 import io
 import json
 import os
+import re
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field
 
 from mcp_server.build import record_hash
 from mcp_server.errors import ExitCode, SetupError
-from mcp_server.fsutil import append_json_line, atomic_write_bytes, read_json_lines
+from mcp_server.fsutil import (
+    append_json_line,
+    atomic_write_bytes,
+    exclusive_holder,
+    read_file,
+    read_json_lines,
+)
+from mcp_server.persisted import Persisted, load_persisted
 from mcp_server.targetenv import WATCHED_PACKAGES, Probe, TargetEnv
 
 SCHEMA_VERSION = 1
 
 
-class _Record(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class _Record(Persisted):
+    """Frozen, no extra fields, every field required when read from a file."""
 
 
 class SourceIdentity(_Record):
@@ -85,6 +93,7 @@ class InstallRecord(_Record):
 
 
 class HistoryEntry(_Record):
+    schema_version: Literal[1] = SCHEMA_VERSION
     time: str
     event: Literal["installed", "rolled-back"]
     transaction: str
@@ -103,7 +112,31 @@ class FieldDiff(_Record):
     found: str | None
 
 
-VerifyStatus = Literal["verified", "mismatch", "no-engine", "no-record", "interrupted"]
+class Journal(_Record):
+    """`journal.json`, written before an install changes the environment: everything a
+    rollback needs to undo it. Read strictly: a rollback never guesses at a missing field."""
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    txid: str = Field(pattern=r"^[0-9a-f]{12}$", description="Names transactions/<txid>/.")
+    pid: int
+    started: str
+    commit: str
+    requested_ref: str | None
+    distribution: str
+    previous_distribution: str | None
+    backup: list[Annotated[list[str], Field(min_length=2, max_length=2)]] = Field(
+        description="(original path, file name under transactions/<txid>/backup/) per file."
+    )
+    versions_before: dict[str, str]
+    new_wheel_record: str | None = Field(
+        description="Digest of a wheel RECORD this install stored first (a rollback removes it)."
+    )
+    new_files: list[str]
+
+
+VerifyStatus = Literal[
+    "verified", "mismatch", "no-engine", "no-record", "in-progress", "interrupted"
+]
 
 
 class VerifyReport(_Record):
@@ -220,16 +253,16 @@ class RecordStore:
         self.transactions = state_dir / "transactions"
 
     def read_record(self) -> InstallRecord | None:
-        if not self.record_path.exists():
+        data = read_file(self.record_path)
+        if data is None:
             return None
-        try:
-            return InstallRecord.model_validate_json(self.record_path.read_bytes())
-        except ValidationError as exc:
-            raise SetupError(
-                "read record",
-                f"{self.record_path} is not a valid install record ({exc.error_count()} errors)",
-                "the record was edited or damaged; reinstall into a fresh environment",
-            ) from None
+        return load_persisted(
+            InstallRecord,
+            data,
+            what="install record",
+            path=self.record_path,
+            remedy="the record was edited or damaged; reinstall into a fresh environment",
+        )
 
     def write_record(self, record: InstallRecord) -> None:
         atomic_write_bytes(self.record_path, record.model_dump_json(indent=2).encode() + b"\n")
@@ -248,15 +281,40 @@ class RecordStore:
 
     def read_history(self) -> tuple[list[HistoryEntry], int | None]:
         lines = read_json_lines(self.history_path, what="install history")
-        return [HistoryEntry.model_validate(e) for e in lines.entries], lines.torn_line
+        entries = [
+            load_persisted(
+                HistoryEntry,
+                entry,
+                what="install history entry",
+                path=self.history_path,
+                remedy="the history was edited or damaged; restore it from a backup (it is "
+                "never rewritten automatically)",
+                line=number,
+            )
+            for number, entry in enumerate(lines.entries, start=1)
+        ]
+        return entries, lines.torn_line
 
-    def journal(self) -> dict[str, Any] | None:
-        if not self.journal_path.exists():
+    def journal(self) -> Journal | None:
+        """The journal of an unfinished install, or None. A damaged one refuses: undoing an
+        install from guessed fields could remove the whole environment."""
+        data = read_file(self.journal_path)
+        if data is None:
             return None
         try:
-            return dict(json.loads(self.journal_path.read_bytes()))
-        except ValueError:
-            return {"txid": "unknown", "damaged": True}
+            return load_persisted(
+                Journal,
+                data,
+                what="install journal",
+                path=self.journal_path,
+                remedy=f"inspect {self.journal_path} and the previous engine's files backed up "
+                f"under {self.transactions}/ (both are kept as they are); to start afresh, "
+                "install into a new environment (--python NEW --create-env)",
+            )
+        except SetupError as exc:
+            raise SetupError(
+                exc.step, f"{exc.cause}: the journal is damaged; nothing was changed", exc.remedy
+            ) from None
 
 
 # --------------------------------------------------------------------------------------------
@@ -338,6 +396,102 @@ def check_wheel_files(
     return diffs
 
 
+# The `/bin/sh` trampoline installers write when a shebang is too long or has spaces (uv, pip);
+# a relocatable script names its interpreter relative to its own directory.
+_TRAMPOLINE = re.compile(
+    r"""'''exec' (?P<relative>"\$\(dirname -- "\$\(realpath -- "\$0"\)"\)"/)?"""
+    r"""(?P<exe>'(?:[^']|'\\'')*'|"[^"]*"|\S+) "\$0" "\$@"\s*"""
+)
+
+
+def _script_interpreter(script: Path) -> str | None:
+    """The interpreter a console script starts (None: not a script with a shebang)."""
+    try:
+        with script.open("rb") as handle:
+            head = handle.read(4096).decode("utf-8", "replace").splitlines()
+    except OSError:
+        return None
+    if not head or not head[0].startswith("#!") or not head[0][2:].split():
+        return None
+    first = head[0][2:].split()[0]
+    match = _TRAMPOLINE.fullmatch(head[1]) if first == "/bin/sh" and len(head) > 1 else None
+    if match is None:
+        return first
+    exe = match["exe"]
+    if exe[0] == "'":
+        exe = exe[1:-1].replace("'\\''", "'")
+    elif exe[0] == '"':
+        exe = exe[1:-1]
+    return str(script.parent.resolve() / exe) if match["relative"] else exe
+
+
+def check_environment_paths(
+    env: TargetEnv, probe: Probe, scripts: tuple[str, ...]
+) -> list[FieldDiff]:
+    """The environment is itself, not a copy that still points at its original: `sys.prefix`
+    is the environment's directory, a venv's `pyvenv.cfg` names an existing base, and every
+    console script of the engine starts this environment's interpreter (a `cp -a` copy's
+    scripts start the original's, which may hold another build)."""
+    diffs = []
+    if probe.prefix.resolve() != env.prefix.resolve():
+        diffs.append(
+            FieldDiff(field="sys.prefix", recorded=str(env.prefix), found=str(probe.prefix))
+        )
+    if probe.is_venv:
+        try:
+            lines = (probe.prefix / "pyvenv.cfg").read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError):
+            lines = []
+        pairs = (line.partition("=") for line in lines)
+        home = next((v.strip() for k, _, v in pairs if k.strip() == "home"), None)
+        if not home or not Path(home).is_dir():
+            diffs.append(
+                FieldDiff(field="pyvenv.cfg home", recorded="an existing directory", found=home)
+            )
+    for name in scripts:
+        found = _script_interpreter(probe.scripts / name)
+        if probe.is_venv:  # a venv's interpreter is known by its directory, not by its target
+            ours = found is not None and Path(found).parent.resolve() == probe.scripts.resolve()
+        else:
+            ours = found is not None and Path(found).resolve() == Path(probe.executable).resolve()
+        if not ours:
+            diffs.append(
+                FieldDiff(field=f"script {name}", recorded=str(env.interpreter), found=found)
+            )
+    return diffs
+
+
+def _unfinished_install(store: RecordStore, env: TargetEnv) -> VerifyReport | None:
+    """A journal means an install is running (its holder has the environment lock) or was
+    killed (the lock is free: a flock dies with its process). Our own hold (a launch verifying
+    under the lock) is not someone else's install."""
+    journal = store.journal()
+    if journal is None:
+        return None
+    holder = exclusive_holder(store.lock_path)
+    base = {"environment": str(env.prefix), "distribution": journal.distribution}
+    if holder is not None and holder != f"pid {os.getpid()}":
+        return VerifyReport(
+            status="in-progress",
+            **base,
+            notes=[
+                f"an install of commit {journal.commit} (transaction {journal.txid}, {holder}) "
+                "into this environment is in progress; wait for it to finish, then verify again"
+            ],
+        )
+    if not store.journal_path.exists():  # it finished between the two looks
+        return None
+    return VerifyReport(
+        status="interrupted",
+        **base,
+        notes=[
+            f"an install (transaction {journal.txid}) into this environment did not finish; "
+            f"run `automl-setup repair --python {env.prefix}` to roll it back, or run the "
+            "install again"
+        ],
+    )
+
+
 def verify_environment(
     env: TargetEnv,
     distribution: str,
@@ -350,17 +504,9 @@ def verify_environment(
     `probe` is a fresh probe of the environment the caller already holds."""
     store = RecordStore(env.state_dir)
     base = {"environment": str(env.prefix), "distribution": distribution}
-    journal = store.journal()
-    if journal is not None and pending is None:
-        return VerifyReport(
-            status="interrupted",
-            **base,
-            notes=[
-                f"an install (transaction {journal.get('txid')}) into this environment did not "
-                "finish; run `automl-setup repair --python "
-                f"{env.prefix}` to roll it back, or run the install again"
-            ],
-        )
+    unfinished = _unfinished_install(store, env) if pending is None else None
+    if unfinished is not None:
+        return unfinished
     record = pending or store.read_record()
     dist_name = record.build.distribution if record else distribution
     if probe is None or dist_name not in probe.dists:
@@ -396,6 +542,7 @@ def verify_environment(
     )
     diffs += file_diffs
     diffs += check_wheel_files(store, record.build, hashes)
+    diffs += check_environment_paths(env, probe, installed.console_scripts)
     digest = compute_identity_digest(record.source, record.build, record.environment)
     if digest != record.identity_digest:
         diffs.append(

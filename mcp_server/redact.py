@@ -14,6 +14,9 @@ _QUERY_SECRET = re.compile(
     re.IGNORECASE,
 )
 
+# The header automl-setup hands a URL's credential to git as, should any output quote it.
+_AUTH_HEADER = re.compile(r"(?P<key>authorization:\s*(?:basic|bearer)\s+)[^\s'\"]+", re.IGNORECASE)
+
 REDACTED = "***"
 
 
@@ -39,4 +42,5 @@ def redact_text(text: str) -> str:
             return m.group(0)
         return f"{m.group('scheme')}{REDACTED}@"
 
+    text = _AUTH_HEADER.sub(lambda m: m.group("key") + REDACTED, text)
     return _QUERY_SECRET.sub(lambda m: m.group("key") + REDACTED, _USERINFO.sub(_mask, text))

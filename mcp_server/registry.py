@@ -1,27 +1,40 @@
 """Experiments registered with an environment, so an install can see what is bound to it.
 
 `<sys.prefix>/.automl-setup/experiments/<id>--<hash of workspace>.json`, one file per
-experiment launched from that environment.
+experiment and workspace it was launched or resumed from in that environment (a moved
+workspace registers again under its new path when it is resumed).
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from mcp_server.errors import SetupError
 from mcp_server.fsutil import atomic_write_bytes
+from mcp_server.persisted import Persisted, load_persisted
 
 FINISHED_STATES = frozenset({"completed", "cancelled", "failed"})
 
 
-@dataclass(frozen=True)
-class RegisteredExperiment:
+class RegisteredExperiment(Persisted):
+    """`<prefix>/.automl-setup/experiments/<id>--<hash>.json`."""
+
+    schema_version: Literal[1] = 1
     experiment_id: str
     workspace: str
     identity_digest: str
+
+
+@dataclass(frozen=True)
+class BoundExperiment:
+    """An experiment that keeps the environment's engine in place; `workspace` is where it is,
+    or why its registry entry could not be read."""
+
+    experiment_id: str
+    workspace: str
 
 
 def _entry_path(state_dir: Path, experiment_id: str, workspace: Path) -> Path:
@@ -32,44 +45,71 @@ def _entry_path(state_dir: Path, experiment_id: str, workspace: Path) -> Path:
 def register_experiment(
     state_dir: Path, experiment_id: str, workspace: Path, identity_digest: str
 ) -> None:
-    entry = {
-        "experiment_id": experiment_id,
-        "workspace": str(workspace),
-        "identity_digest": identity_digest,
-    }
+    entry = RegisteredExperiment(
+        experiment_id=experiment_id, workspace=str(workspace), identity_digest=identity_digest
+    )
     path = _entry_path(state_dir, experiment_id, workspace)
-    atomic_write_bytes(path, json.dumps(entry, indent=2, sort_keys=True).encode())
+    atomic_write_bytes(path, entry.model_dump_json(indent=2).encode())
 
 
-def registered_experiments(state_dir: Path) -> list[RegisteredExperiment]:
-    out = []
+def registered_experiments(state_dir: Path) -> list[RegisteredExperiment | BoundExperiment]:
+    """Every entry, strictly read; an entry that cannot be read is returned as a
+    `BoundExperiment` saying why (it cannot prove its experiment finished)."""
+    out: list[RegisteredExperiment | BoundExperiment] = []
     for path in sorted((state_dir / "experiments").glob("*.json")):
         try:
-            data = json.loads(path.read_bytes())
-            out.append(RegisteredExperiment(**data))
-        except (ValueError, TypeError):
-            # An unreadable entry cannot prove its experiment finished: count it as bound.
-            out.append(RegisteredExperiment(path.stem, "(unreadable entry)", "*"))
+            out.append(
+                load_persisted(
+                    RegisteredExperiment,
+                    path.read_bytes(),
+                    what="registry entry",
+                    path=path,
+                    remedy="restore it from a backup",
+                )
+            )
+        except SetupError as exc:
+            out.append(BoundExperiment(path.stem, f"registry entry unreadable: {exc.cause}"))
+        except OSError as exc:
+            why = f"registry entry unreadable: cannot read {path}: {exc.strerror}"
+            out.append(BoundExperiment(path.stem, why))
     return out
 
 
-def unfinished_experiments(state_dir: Path) -> list[RegisteredExperiment]:
+def unfinished_experiments(state_dir: Path) -> list[BoundExperiment]:
     """Experiments launched or resumed from this environment whose engine state is not
-    finished. A deleted workspace frees its experiment; a status that cannot be read keeps it
-    bound (any doubt refuses the swap)."""
-    from mcp_server.experiments import ExperimentFiles, engine_status, read_binding
+    finished. A deleted workspace frees its experiment; a status or entry that cannot be read
+    keeps it bound (any doubt refuses the swap)."""
+    from mcp_server.experiments import (
+        ExperimentFiles,
+        engine_status,
+        read_binding,
+        validate_experiment_id,
+    )
 
     unfinished = []
     for entry in registered_experiments(state_dir):
-        files = ExperimentFiles(Path(entry.workspace), entry.experiment_id)
-        # A deleted experiment, or one the engine never created (it refused the manifest at
-        # once), has nothing an engine swap could break.
-        if entry.identity_digest != "*" and not (files.dir.exists() and files.engine_dir.exists()):
+        if isinstance(entry, BoundExperiment):
+            unfinished.append(entry)
+            continue
+        workspace = Path(entry.workspace)
+        try:
+            files = ExperimentFiles(workspace, validate_experiment_id(entry.experiment_id))
+            present = files.dir.exists() and files.engine_dir.exists()
+        except (SetupError, OSError, ValueError):  # doubt keeps it bound
+            present = None
+        if present is None or not workspace.is_absolute():
+            why = f"{entry.workspace[:200]!r}: cannot be looked at"
+            unfinished.append(BoundExperiment(entry.experiment_id[:64], why))
+            continue
+        # A deleted (or moved away) experiment, or one the engine never created (it refused
+        # the manifest at once), has nothing an engine swap could break.
+        if not present:
             continue
         try:
-            status, _problem = engine_status(read_binding(files), str(state_dir.parent))
+            binding = read_binding(files)
+            status, _problem = engine_status(binding, files.workspace, str(state_dir.parent))
         except SetupError:  # a binding that cannot be read keeps the experiment bound
             status = None
         if status is None or status.get("state") not in FINISHED_STATES:
-            unfinished.append(entry)
+            unfinished.append(BoundExperiment(entry.experiment_id, entry.workspace))
     return unfinished

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from mcp_server.provenance import HistoryEntry, InstallRecord, VerifyReport
+from mcp_server.provenance import HistoryEntry, InstallRecord, Journal, VerifyReport
 
 SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
 
@@ -20,13 +20,16 @@ SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
 def record_models() -> dict[str, type[BaseModel]]:
     """File name -> model, for every record automl-setup writes or returns."""
     from mcp_server.experiments import AttemptEntry, Binding
+    from mcp_server.registry import RegisteredExperiment
 
     return {
         "install-record.schema.json": InstallRecord,
         "install-history-entry.schema.json": HistoryEntry,
+        "install-journal.schema.json": Journal,
         "verify-report.schema.json": VerifyReport,
         "experiment-binding.schema.json": Binding,
         "experiment-attempt.schema.json": AttemptEntry,
+        "environment-experiment-entry.schema.json": RegisteredExperiment,
     }
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
 import sys
 import threading
 import time
@@ -233,8 +234,13 @@ class MonotonicProgress:
         self.value = 0
         self.step = ""
         self.started = time.monotonic()
+        # Set when the call returns or is cancelled: the work may run on in its thread, but
+        # the client is told nothing more about a request it has its answer to or gave up.
+        self.closed = False
 
     async def advance(self, step: str, message: str) -> None:
+        if self.closed:
+            return
         index = self.steps.index(step) if step in self.steps else 0  # "repair" comes first
         self.value = max(self.value + 1, index * self.UNIT)
         self.step = step
@@ -243,12 +249,24 @@ class MonotonicProgress:
         )
 
     async def heartbeat(self) -> None:
+        if self.closed:
+            return
         self.value += 1
         doing = f" ({self.step})" if self.step else ""
         elapsed = time.monotonic() - self.started
         await self.ctx.report_progress(
             self.value, self.total, f"still working{doing}, {elapsed:.0f} s so far"
         )
+
+    async def finish(self) -> None:
+        """The last notification of a call that succeeded: progress reaches its total."""
+        if self.total is None or self.closed:
+            return
+        self.value = max(self.value + 1, self.total)
+        try:
+            await self.ctx.report_progress(self.value, self.total, "done")
+        except Exception:  # the work is done; a lost notification changes nothing
+            log.debug("progress notification failed", exc_info=True)
 
 
 def _worker_progress(tracker: MonotonicProgress) -> Callable[[str, str], None]:
@@ -266,29 +284,58 @@ def _worker_progress(tracker: MonotonicProgress) -> Callable[[str, str], None]:
 T = TypeVar("T")
 
 
+class _Serving:
+    """The calls in flight and whether the server is shutting down; used only on the event
+    loop's thread (tool coroutines and the shutdown in `_serve`)."""
+
+    def __init__(self) -> None:
+        self.in_flight = 0
+        self.stopping = False
+
+
+SERVING = _Serving()
+
+
 async def _run(ctx: Context, work: Callable[[], T], tracker: MonotonicProgress | None = None) -> T:
     """Run a blocking core call in a worker thread with a heartbeat; SetupError -> ToolError."""
+    if SERVING.stopping:
+        raise _refusal(
+            "serve",
+            "the server is shutting down: it finishes the calls already running and starts "
+            "no new ones",
+            "call again once the client has started the server anew",
+        )
     tracker = tracker or MonotonicProgress(ctx)
 
     async def heartbeat() -> None:
-        while True:
-            await anyio.sleep(HEARTBEAT_S)
-            try:
-                await tracker.heartbeat()
-            except Exception:
-                log.debug("heartbeat notification failed", exc_info=True)
+        try:
+            while True:
+                await anyio.sleep(HEARTBEAT_S)
+                try:
+                    await tracker.heartbeat()
+                except Exception:
+                    log.debug("heartbeat notification failed", exc_info=True)
+        finally:
+            # Cancelled when the call ends or the client cancels it (the work itself is
+            # shielded and runs on): either way nothing more is reported for this request.
+            tracker.closed = True
 
     failure: Exception | None = None
-    async with anyio.create_task_group() as group:
-        group.start_soon(heartbeat)
-        try:
-            # Not abandoned on cancel: an install runs to its end or its rollback, never stops
-            # halfway because a client went away.
-            result = await anyio.to_thread.run_sync(work)
-        except Exception as exc:  # raised below, outside the group, so it is not wrapped
-            failure = exc
-        finally:
-            group.cancel_scope.cancel()
+    SERVING.in_flight += 1
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(heartbeat)
+            try:
+                # Not abandoned on cancel: an install runs to its end or its rollback, never
+                # stops halfway because a client went away.
+                result = await anyio.to_thread.run_sync(work)
+                await tracker.finish()
+            except Exception as exc:  # raised below, outside the group, so it is not wrapped
+                failure = exc
+            finally:
+                group.cancel_scope.cancel()
+    finally:
+        SERVING.in_flight -= 1
     if isinstance(failure, SetupError):
         raise ToolError(failure.full_text()) from None
     if failure is not None:
@@ -511,7 +558,7 @@ def _binding_check(python: str, experiment_id: str, workspace: str) -> BindingCh
     files = experiments.ExperimentFiles(
         Path(workspace).expanduser().resolve(), experiments.validate_experiment_id(experiment_id)
     )
-    binding = experiments.read_binding(files)
+    binding = experiments.read_binding(files)  # refuses another experiment's or an edited one
     env = locate(python)
     found = experiments.binding_differences(binding, env, RecordStore(env.state_dir).read_record())
     return BindingCheck(
@@ -521,7 +568,9 @@ def _binding_check(python: str, experiment_id: str, workspace: str) -> BindingCh
         bound_identity_digest=binding.engine.identity_digest,
         matches=not found,
         differences=found,
-        recreate_commands=experiments.recreate_commands(binding, Path(binding.manifest_path))
+        recreate_commands=experiments.recreate_commands(
+            binding, Path(binding.manifest_path), files.workspace
+        )
         if found
         else [],
     )
@@ -663,15 +712,96 @@ class _RedactingFormatter(logging.Formatter):
         return redact_text(super().format(record))
 
 
+def _forbid_unknown_arguments() -> None:
+    """Every tool refuses an argument it does not declare (a `dry_run` it has no such thing
+    as, a typo `create-env`) instead of ignoring it and doing the real thing. The SDK builds
+    each tool's argument model from its signature with no hook for the model's config, so the
+    registered model is replaced by a subclass with extra="forbid", and the published input
+    schema (now `additionalProperties: false`) regenerated from it."""
+    for tool in server._tool_manager.list_tools():
+        loose = tool.fn_metadata.arg_model
+        strict = type(loose.__name__, (loose,), {"model_config": ConfigDict(extra="forbid")})
+        tool.fn_metadata.arg_model = strict
+        tool.parameters = strict.model_json_schema(by_alias=True)
+
+
+_forbid_unknown_arguments()
+
+
+REPLY_GRACE_S = 1.0
+
+
+async def _stop(why: str) -> None:
+    """Start no new calls; return once the running ones have finished or rolled back."""
+    SERVING.stopping = True
+    if SERVING.in_flight:
+        log.info("%s: finishing %d running call(s) first", why, SERVING.in_flight)
+    while SERVING.in_flight:
+        await anyio.sleep(0.1)
+
+
+async def _serve() -> None:
+    """Serve until stdin closes or SIGTERM/SIGINT arrives; then start no new calls, let the
+    running ones finish or roll back (each core step has its own timeout), and return."""
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async with anyio.create_task_group() as group:
+
+            async def on_signal() -> None:
+                async for signum in signals:
+                    await _stop(signal.Signals(signum).name)
+                    # The client may still hold stdin open, and the transport's blocked read
+                    # of it cannot be cancelled: give the last replies a moment to be
+                    # written, then leave.
+                    await anyio.sleep(REPLY_GRACE_S)
+                    logging.shutdown()
+                    os._exit(0)
+
+            group.start_soon(on_signal)
+            await server.run_stdio_async()
+            await _stop("stdin closed")
+            group.cancel_scope.cancel()
+
+
+def _serve_in_own_session() -> int | None:
+    """MCP stdio clients stop a server by closing its stdin, then signalling its whole process
+    group, SIGKILLing that group 2 s later (the SDK's policy). An install that needs longer to
+    finish or roll back would die halfway and leave its environment interrupted. So the server
+    runs in a child in a session of its own, which that group kill does not reach; this
+    process only passes SIGTERM/SIGINT on and waits. None in the child; in this process, the
+    child's exit status."""
+    child = os.fork()
+    if child == 0:
+        os.setsid()
+        return None
+    # Our copies of the pipes would keep the client's ends open after the server exits.
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+    os.dup2(devnull, 1)
+    os.close(devnull)
+
+    def forward(signum: int, _frame: object) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signum)
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    _, status = os.waitpid(child, 0)
+    code = os.waitstatus_to_exitcode(status)
+    return code if code >= 0 else 128 - code  # killed by signal N: 128+N, as a shell says
+
+
 def main() -> int:
     """Serve over stdio: `automl-setup-mcp`, or `automl-setup mcp`."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     # force: constructing MCPServer already configured the root logger at import time.
     logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
+    status = _serve_in_own_session()
+    if status is not None:
+        return status
     try:
-        server.run("stdio")
-    except KeyboardInterrupt:
+        anyio.run(_serve)
+    except KeyboardInterrupt:  # before the signal handlers are in place
         return 130
     return 0
 

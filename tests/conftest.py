@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from mcp_server.build import uv_binary
 from mcp_server.sourcerepo import (
     REFERENCE_DISTRIBUTION,
     SourceRepository,
@@ -32,7 +33,12 @@ class CliResult:
         return self.stdout + self.stderr
 
 
-def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> CliResult:
+def run_cli(
+    *args: str,
+    env: dict[str, str] | None = None,
+    timeout: float = 300,
+    cwd: Path | None = None,
+) -> CliResult:
     """`automl-setup ARGS` as a real process (the installed console script's module)."""
     # A VIRTUAL_ENV inherited from the developer's shell must not pick the target for a test.
     full_env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
@@ -43,6 +49,7 @@ def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300)
         text=True,
         stdin=subprocess.DEVNULL,
         env=full_env,
+        cwd=cwd,
         timeout=timeout,
         check=False,
     )
@@ -75,6 +82,16 @@ def tree_digest(root: Path, *, skip: Callable[[Path], bool] = lambda p: False) -
         elif path.is_file():
             out[str(rel)] = hashlib.sha256(path.read_bytes()).hexdigest()
     return out
+
+
+def make_venv(path: Path) -> Path:
+    """An empty venv of the running interpreter, made with uv."""
+    subprocess.run(
+        [uv_binary(), "venv", "--quiet", "--python", sys.executable, str(path)],
+        check=True,
+        capture_output=True,
+    )
+    return path
 
 
 def env_snapshot(env_dir: Path) -> dict[str, str]:

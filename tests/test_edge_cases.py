@@ -31,22 +31,24 @@ def test_an_installed_commit_outside_the_requirement_is_not_unchanged(
     assert env_snapshot(installed_env) == before
 
 
-def test_a_launch_the_engine_rejected_neither_binds_the_env_nor_hides_the_way_out(
+def test_a_launch_the_engine_rejected_neither_binds_the_env_nor_burns_the_id(
     tmp_path: Path, source_repo: SourceRepository, installed_env: Path
 ) -> None:
     broken = tmp_path / "broken.yaml"
     broken.write_text(yaml.safe_dump({"search": {"experiment_id": "rejected"}}))
     workspace = tmp_path / "ws"
+    before = env_snapshot(installed_env)
     first = run_cli("launch", "--manifest", str(broken), "--workspace", str(workspace),
                     "--python", str(installed_env))  # fmt: skip
-    assert first.code == 2, first.output  # the engine's exit code for an invalid manifest
-    assert not (workspace / "rejected").exists()
+    assert first.code == 2, first.output  # the engine's `plan` rejects it as invalid input
+    assert "automl-refengine plan` rejects" in first.stderr and "workload" in first.stderr
+    assert not workspace.exists()  # no sidecar, binding or ledger: the id is still free
+    assert env_snapshot(installed_env) == before  # and no registry entry
 
-    fixed = write_manifest(tmp_path / "fixed.yaml", experiment_id="rejected")
+    fixed = write_manifest(tmp_path / "fixed.yaml", experiment_id="rejected", max_trials=1)
     again = run_cli("launch", "--manifest", str(fixed), "--workspace", str(workspace),
                     "--python", str(installed_env))  # fmt: skip
-    assert again.code == 1
-    assert "the engine never created it" in again.stderr and "attempt-1.log" in again.stderr
+    assert again.code == 0, again.output
 
     # Nothing the engine could lose is bound to this environment: a new engine may go in.
     swap = run_cli("install", "--branch", "dev/next", "--python", str(installed_env),

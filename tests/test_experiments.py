@@ -26,7 +26,7 @@ import pytest
 import yaml
 from conftest import engine_marker, env_snapshot, profile_args, run_cli, tree_digest
 
-from mcp_server.sourcerepo import SourceRepository, quadratic_manifest
+from mcp_server.sourcerepo import REFERENCE_DISTRIBUTION, SourceRepository, quadratic_manifest
 
 EXP = "exp"
 ENGINE_CLI = "automl-refengine"
@@ -318,7 +318,10 @@ def test_launch_foreground_binds_the_verified_build(
     assert binding["engine"]["build"] == record["build"]
     assert binding["engine"]["cli"] == ENGINE_CLI
     assert binding["manifest_sha256"] == hashlib.sha256(exp.manifest.read_bytes()).hexdigest()
-    assert binding["argv"][1:] == [
+    # The environment's own interpreter runs the engine's console script (never its shebang).
+    assert binding["argv"][:2] == [str(installed_env / "bin" / "python"), "-I"]
+    assert binding["argv"][4:] == [
+        REFERENCE_DISTRIBUTION, ENGINE_CLI,
         "run", "--manifest", str(exp.manifest), "--workspace", str(exp.workspace), "--approve",
     ]  # fmt: skip
 

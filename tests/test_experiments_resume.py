@@ -264,9 +264,9 @@ def test_resume_refused_when_the_binding_is_corrupt(
     result = interrupted.cli("resume")
 
     assert result.code == 1, result.output
-    assert f"the binding {interrupted.binding} is corrupt" in result.stderr
+    assert f"{interrupted.binding} is not a valid binding" in result.stderr
     assert "bindings are never rewritten" in result.stderr
-    assert_refused_once(interrupted, before, installed_env, reason="is corrupt")
+    assert_refused_once(interrupted, before, installed_env, reason="is not a valid binding")
 
 
 @pytest.mark.slow

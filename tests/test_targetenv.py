@@ -7,24 +7,27 @@ from pathlib import Path
 import pytest
 
 from mcp_server.errors import ExitCode, InvalidInput, SetupError
-from mcp_server.targetenv import locate, remove_created
+from mcp_server.targetenv import locate, open_for_install
 
 
 def test_create_env_given_an_interpreter_path_creates_the_venv_around_it(tmp_path: Path) -> None:
-    env = locate(str(tmp_path / "new" / "bin" / "python"), create=True)
-    assert env.created
-    assert env.prefix == tmp_path / "new"
-    assert env.interpreter == tmp_path / "new" / "bin" / "python"
-    assert (tmp_path / "new" / "pyvenv.cfg").is_file()
-    remove_created(env)
+    with (
+        pytest.raises(RuntimeError),
+        open_for_install(str(tmp_path / "new" / "bin" / "python"), create=True) as env,
+    ):
+        assert env.created == tmp_path / "new"
+        assert env.prefix == tmp_path / "new"
+        assert env.interpreter == tmp_path / "new" / "bin" / "python"
+        assert (tmp_path / "new" / "pyvenv.cfg").is_file()
+        raise RuntimeError("the install failed")  # a failure removes what this call made
     assert not (tmp_path / "new").exists()
 
 
 def test_create_env_given_a_directory_creates_the_venv_there(tmp_path: Path) -> None:
-    env = locate(str(tmp_path / "venv"), create=True)
-    assert env.created and env.prefix == tmp_path / "venv"
-    again = locate(str(tmp_path / "venv"), create=True)
-    assert not again.created and again.prefix == env.prefix
+    with open_for_install(str(tmp_path / "venv"), create=True) as env:
+        assert env.created and env.prefix == tmp_path / "venv"
+    with open_for_install(str(tmp_path / "venv"), create=True) as again:
+        assert not again.created and again.prefix == env.prefix
 
 
 def test_a_missing_environment_without_create_env_is_nothing_installed(tmp_path: Path) -> None:

@@ -10,9 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import CliResult, engine_marker, env_snapshot, profile_args, run_cli
+from conftest import CliResult, engine_marker, env_snapshot, make_venv, profile_args, run_cli
 
-from mcp_server.build import uv_binary
 from mcp_server.diagnose import Diagnosis
 from mcp_server.install import InstallResult
 from mcp_server.provenance import VerifyReport
@@ -30,15 +29,6 @@ def diagnose(repo: SourceRepository, env_dir: Path, *extra: str) -> CliResult:
 def site_packages(env_dir: Path) -> Path:
     (site,) = env_dir.glob("lib/python*/site-packages")
     return site
-
-
-def make_venv(path: Path) -> Path:
-    subprocess.run(
-        [uv_binary(), "venv", "--quiet", "--python", sys.executable, str(path)],
-        check=True,
-        capture_output=True,
-    )
-    return path
 
 
 def uv_build_wheel(source: Path, out: Path) -> Path:

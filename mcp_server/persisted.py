@@ -1,0 +1,76 @@
+"""Strict reading of every file automl-setup persists.
+
+Models keep defaults so code can construct them tersely, but a file on disk is always written
+whole (`model_dump`), so a field missing from a file means the file was damaged or edited.
+Reading through `load_persisted` therefore requires every field, forbids extra ones, refuses
+type coercion (strict mode) and an unknown format version (a `Literal` field), and turns any
+failure into a `SetupError` naming the file, the first problem and the remedy.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, model_validator
+
+from mcp_server.errors import SetupError
+
+STRICT_READ = "automl_setup_strict_read"
+
+
+class Persisted(BaseModel):
+    """Base of every persisted format: frozen, no extra fields, and every field required when
+    read from a file (see `load_persisted`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _every_field_present(cls, data: Any, info: ValidationInfo) -> Any:
+        if info.context and info.context.get(STRICT_READ) and isinstance(data, dict):
+            missing = [
+                field.alias or name for name, field in cls.model_fields.items()
+                if (field.alias or name) not in data
+            ]  # fmt: skip
+            if missing:
+                raise ValueError(f"missing field(s) {', '.join(missing)}")
+        return data
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def describe_error(exc: ValidationError) -> str:
+    """The first problem of a validation error in a few words: where and what."""
+    first = exc.errors(include_url=False)[0]
+    where = ".".join(str(p) for p in first["loc"]) or "top level"
+    more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return f"{where}: {first['msg']}{more}"
+
+
+def parse_persisted(model: type[M], data: bytes | dict[str, Any]) -> M:
+    """Validate raw JSON bytes or an already parsed object strictly; ValidationError on failure."""
+    context = {STRICT_READ: True}
+    if isinstance(data, bytes):
+        return model.model_validate_json(data, strict=True, context=context)
+    return model.model_validate(data, strict=True, context=context)
+
+
+def load_persisted(
+    model: type[M],
+    data: bytes | dict[str, Any],
+    *,
+    what: str,
+    path: Path,
+    remedy: str,
+    line: int | None = None,
+) -> M:
+    """`parse_persisted`, with a failure refused as `read <what>: <path> is not a valid <what>`."""
+    try:
+        return parse_persisted(model, data)
+    except ValidationError as exc:
+        where = f"{path} line {line}" if line is not None else str(path)
+        raise SetupError(
+            f"read {what}", f"{where} is not a valid {what} ({describe_error(exc)})", remedy
+        ) from None
