@@ -40,32 +40,30 @@ from pathlib import Path
 
 import yaml
 
-from mcp_server.build import uv_version
-from mcp_server.experiments import (
-    AttemptEntry,
-    ExperimentFiles,
-    _controller_lock,
-    _engine_script,
-    _log_attempt,
-    identity_differences,
-    launch_experiment,
-    lock_is_held,
-    read_binding,
-    read_manifest,
-    resume_experiment,
-)
+from mcp_server import operations
+from mcp_server.environment.identity import environment_info
+from mcp_server.environment.records import RecordStore, utc_now
+from mcp_server.environment.target import locate
+from mcp_server.environment.verify import verify_environment
+from mcp_server.experiments.attempts import AttemptEntry, log_attempt
+from mcp_server.experiments.binding import identity_differences, read_binding
+from mcp_server.experiments.engine import engine_script
+from mcp_server.experiments.files import ExperimentFiles, controller_lock, lock_is_held
+from mcp_server.experiments.launch import launch_experiment
+from mcp_server.experiments.manifest import read_manifest
+from mcp_server.experiments.registry import register_experiment
+from mcp_server.experiments.resume import resume_experiment
 from mcp_server.fsutil import exclusive_lock, read_json_lines
-from mcp_server.install import InstallRequest, install_engine
-from mcp_server.profile import EngineProfile
-from mcp_server.provenance import RecordStore, environment_info, utc_now, verify_environment
-from mcp_server.registry import register_experiment
-from mcp_server.sourcerepo import (
+from mcp_server.requests import InstallRequest, LaunchRequest, ResumeRequest
+from mcp_server.source.build import uv_version
+from mcp_server.source.profile import EngineProfile
+from mcp_server.source.sourcerepo import (
     DEFAULT_SUBDIRECTORY,
     REFERENCE_DISTRIBUTION,
     SourceRepository,
     quadratic_manifest,
 )
-from mcp_server.targetenv import locate
+from mcp_server.values import ManifestPath
 
 ENGINE_CLI = "automl-refengine"
 TARGET_S = 1.0
@@ -169,7 +167,7 @@ def write_manifest(path: Path, experiment_id: str, *, max_trials: int, sleep: fl
 
 def automl_setup_argv() -> list[str]:
     script = Path(sys.executable).parent / "automl-setup"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "mcp_server.cli"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "mcp_server.faces.cli"]
 
 
 def clean_env() -> dict[str, str]:
@@ -241,12 +239,12 @@ def decision(files: ExperimentFiles, manifest: Path, env_path: Path) -> dict[str
     the same functions. The attempt is logged as a refusal, so no engine is started."""
     t: dict[str, float] = {}
     locking = time.perf_counter()
-    with _controller_lock(files):
+    with controller_lock(files):
         t["controller lock"] = time.perf_counter() - locking
         with step(t, "read binding"):
             binding = read_binding(files)
         with step(t, "read manifest + sha256"):
-            _path, data, _id = read_manifest(str(manifest))
+            _path, data, _id = read_manifest(ManifestPath(str(manifest)))
             assert hashlib.sha256(data).hexdigest() == binding.manifest_sha256
         with step(t, "locate environment"):
             env = locate(str(env_path))
@@ -264,7 +262,7 @@ def decision(files: ExperimentFiles, manifest: Path, env_path: Path) -> dict[str
                 now = environment_info(probe, list(binding.engine.environment.dependencies))
                 assert not identity_differences(binding, record, now)
             with step(t, "engine console script"):
-                _engine_script(probe, record)
+                engine_script(probe, record)
             with step(t, "register with the environment"):
                 register_experiment(
                     env.state_dir,
@@ -273,7 +271,7 @@ def decision(files: ExperimentFiles, manifest: Path, env_path: Path) -> dict[str
                     binding.engine.identity_digest,
                 )
             with step(t, "attempts: log (tail read + append)"):
-                _log_attempt(files, action="resume", outcome="refused", reason="bench timing")
+                log_attempt(files, action="resume", outcome="refused", reason="bench timing")
     return t
 
 
@@ -293,7 +291,11 @@ def interrupted_experiment(
     """Launched for real through automl-setup, SIGTERMed after its first trial."""
     manifest = write_manifest(workdir / f"{name}.yaml", name, max_trials=max_trials, sleep=0.05)
     workspace = workdir / f"ws-{name}"
-    started = launch_experiment(str(manifest), str(workspace), str(env), detach=True)
+    started = launch_experiment(
+        LaunchRequest(
+            manifest=str(manifest), workspace=str(workspace), python=str(env), detach=True
+        )
+    )
     files = ExperimentFiles(workspace.resolve(), name)
     state = files.engine_dir / "state.json"
 
@@ -364,7 +366,13 @@ def end_to_end(files: ExperimentFiles, manifest: Path, env: Path, *, kill: bool)
     """resume_experiment itself, detached: returns once the engine is started and logged."""
     started = time.perf_counter()
     result = resume_experiment(
-        files.experiment_id, str(files.workspace), str(manifest), str(env), detach=True
+        ResumeRequest(
+            experiment_id=files.experiment_id,
+            workspace=str(files.workspace),
+            manifest=str(manifest),
+            python=str(env),
+            detach=True,
+        )
     )
     elapsed = time.perf_counter() - started
     if kill:  # its engine would replay a huge ledger for a long time: not what is measured
@@ -516,7 +524,7 @@ def main(argv: list[str] | None = None) -> int:
             distribution=REFERENCE_DISTRIBUTION,
         )
         env = workdir / "env"
-        install_engine(
+        operations.install(
             InstallRequest(profile=profile, python=str(env), branch="main", create_env=True)
         )
         launch_overhead(workdir, env, args.runs)

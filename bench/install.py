@@ -30,8 +30,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from mcp_server.build import uv_binary, uv_version
-from mcp_server.sourcerepo import (
+from mcp_server.source.build import uv_binary, uv_version
+from mcp_server.source.sourcerepo import (
     DEFAULT_SUBDIRECTORY,
     REFERENCE_DISTRIBUTION,
     SourceRepository,
@@ -252,7 +252,7 @@ class Bench:
 
     def automl_setup(self, scenario: Scenario, *, warm_up: bool = False) -> float:
         venv = self._venv()
-        argv = [sys.executable, "-m", "mcp_server.cli", "install", "--branch", "main"]
+        argv = [sys.executable, "-m", "mcp_server.faces.cli", "install", "--branch", "main"]
         argv += ["--python", str(venv), "--create-env", "--repository", scenario.url]
         argv += ["--subdirectory", DEFAULT_SUBDIRECTORY, "--distribution", REFERENCE_DISTRIBUTION]
         return self._timed([argv], venv, warm_up=warm_up)

@@ -114,7 +114,7 @@ def summary(label: str, times: list[float]) -> float:
 
 
 def verified_environment(root: Path) -> tuple[Path, dict[str, str]]:
-    from mcp_server.sourcerepo import REFERENCE_DISTRIBUTION, SourceRepository
+    from mcp_server.source.sourcerepo import REFERENCE_DISTRIBUTION, SourceRepository
 
     repo = SourceRepository(root / "repo")
     repo.commit_engine("main", marker="bench")
@@ -132,8 +132,8 @@ def verified_environment(root: Path) -> tuple[Path, dict[str, str]]:
 
 def breakdown(env: Path, distribution: str, runs: int) -> None:
     """The core's own cost of a verify, in this process: where the time goes."""
-    from mcp_server.provenance import verify_environment
-    from mcp_server.targetenv import locate
+    from mcp_server.environment.target import locate
+    from mcp_server.environment.verify import verify_environment
 
     located = locate(str(env))
     summary("locate (runs the target interpreter once)", timed(lambda: locate(str(env)), runs))
@@ -156,9 +156,11 @@ def main() -> None:
     # Interleaved, so a busy machine weighs on the figure and its breakdown alike.
     parts = {
         "import the MCP SDK (mcp.server.mcpserver)": "mcp.server.mcpserver",
-        "import the core (install, experiments, ...)": "mcp_server.cli, mcp_server.diagnose, "
-        "mcp_server.experiments, mcp_server.install",
-        "import the server (SDK + core + 9 tools)": "mcp_server.server",
+        "import the core (install, experiments, ...)": "mcp_server.faces.cli, "
+        "mcp_server.environment.diagnose, mcp_server.experiments.launch, "
+        "mcp_server.experiments.resume, mcp_server.experiments.status, "
+        "mcp_server.environment.install",
+        "import the server (SDK + core + 10 tools)": "mcp_server.faces.server",
     }
     cold_times: list[float] = []
     part_times: dict[str, list[float]] = {label: [] for label in parts}
@@ -184,7 +186,7 @@ def main() -> None:
         )
         peer = Peer()
         peer.initialize()
-        call = {"name": "check_provenance", "arguments": {"python": str(env), "engine": engine}}
+        call = {"name": "verify_engine", "arguments": {"python": str(env), "profile": engine}}
         first = peer.request("tools/call", call)
         assert first["result"]["structuredContent"]["verified"] is True, first
         tool = summary(

@@ -12,21 +12,24 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from mcp_server.provenance import HistoryEntry, InstallRecord, Journal, VerifyReport
+from mcp_server.environment.records import HistoryEntry, InstallRecord, Journal
 
 SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
 
 
 def record_models() -> dict[str, type[BaseModel]]:
     """File name -> model, for every record automl-setup writes or returns."""
-    from mcp_server.experiments import AttemptEntry, Binding
-    from mcp_server.registry import RegisteredExperiment
+    from mcp_server.experiments.attempts import AttemptEntry
+    from mcp_server.experiments.binding import Binding
+    from mcp_server.experiments.registry import RegisteredExperiment
+    from mcp_server.operations import ProvenanceReport
 
     return {
         "install-record.schema.json": InstallRecord,
         "install-history-entry.schema.json": HistoryEntry,
         "install-journal.schema.json": Journal,
-        "verify-report.schema.json": VerifyReport,
+        # What `verify --json` prints: the environment report, plus binding and diagnosis.
+        "verify-report.schema.json": ProvenanceReport,
         "experiment-binding.schema.json": Binding,
         "experiment-attempt.schema.json": AttemptEntry,
         "environment-experiment-entry.schema.json": RegisteredExperiment,

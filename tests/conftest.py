@@ -7,14 +7,14 @@ import hashlib
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from mcp_server.build import uv_binary
-from mcp_server.sourcerepo import (
+from mcp_server.source.build import uv_binary
+from mcp_server.source.sourcerepo import (
     REFERENCE_DISTRIBUTION,
     SourceRepository,
 )
@@ -44,7 +44,7 @@ def run_cli(
     full_env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
     full_env.update(env or {})
     proc = subprocess.run(
-        [sys.executable, "-m", "mcp_server.cli", *args],
+        [sys.executable, "-m", "mcp_server.faces.cli", *args],
         capture_output=True,
         text=True,
         stdin=subprocess.DEVNULL,
@@ -100,30 +100,73 @@ def env_snapshot(env_dir: Path) -> dict[str, str]:
     return tree_digest(env_dir, skip=lambda rel: rel.name == "lock")
 
 
-@pytest.fixture
-def source_repo(tmp_path: Path) -> SourceRepository:
+SHARES_INSTALLED_ENV = "shares_installed_env"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        f"{SHARES_INSTALLED_ENV}: the test only reads `installed_env` and `source_repo`, so it "
+        "gets the session's one install instead of its own (teardown asserts nothing changed)",
+    )
+
+
+def new_source_repo(root: Path) -> SourceRepository:
     """`main` and `dev/next` with distinct engine sources."""
-    repo = SourceRepository(tmp_path / "repo")
+    repo = SourceRepository(root)
     repo.commit_engine("main", marker="main-1")
     repo.commit_engine("dev/next", base="main", marker="dev-next-1")
     return repo
 
 
-@pytest.fixture
-def installed_env(tmp_path: Path, source_repo: SourceRepository) -> Path:
-    """A venv with the reference engine installed from `main` by automl-setup."""
-    env_dir = tmp_path / "env"
+def install_main(env_dir: Path, repo: SourceRepository) -> Path:
+    """`automl-setup install --create-env` of `main` into env_dir, through the real CLI."""
     result = run_cli(
-        "install",
-        "--branch",
-        "main",
-        "--python",
-        str(env_dir),
-        "--create-env",
-        *profile_args(source_repo),
-    )
+        "install", "--branch", "main", "--python", str(env_dir), "--create-env",
+        *profile_args(repo),
+    )  # fmt: skip
     assert result.code == 0, result.output
     return env_dir
+
+
+@pytest.fixture(scope="session")
+def shared_install(tmp_path_factory: pytest.TempPathFactory) -> tuple[SourceRepository, Path]:
+    """One source repository and one install of `main`, for tests that only read them."""
+    root = tmp_path_factory.mktemp("shared-install")
+    repo = new_source_repo(root / "repo")
+    return repo, install_main(root / "env", repo)
+
+
+def _shares(request: pytest.FixtureRequest) -> bool:
+    return request.node.get_closest_marker(SHARES_INSTALLED_ENV) is not None
+
+
+@pytest.fixture
+def source_repo(request: pytest.FixtureRequest, tmp_path: Path) -> SourceRepository:
+    """`main` and `dev/next` with distinct engine sources (the session's, for a sharing test)."""
+    if _shares(request):
+        repo: SourceRepository = request.getfixturevalue("shared_install")[0]
+        return repo
+    return new_source_repo(tmp_path / "repo")
+
+
+@pytest.fixture
+def installed_env(
+    request: pytest.FixtureRequest, tmp_path: Path, source_repo: SourceRepository
+) -> Iterator[Path]:
+    """A venv with the reference engine installed from `main` by automl-setup: the test's own,
+    or, for a test marked shares_installed_env, the session's, which it must leave as it was."""
+    if not _shares(request):
+        yield install_main(tmp_path / "env", source_repo)
+        return
+    env_dir: Path = request.getfixturevalue("shared_install")[1]
+    before = env_snapshot(env_dir), tree_digest(source_repo.root)
+    yield env_dir
+    # A failure here names the test that broke the promise, before the next sharer trips on it.
+    assert (env_snapshot(env_dir), tree_digest(source_repo.root)) == before, (
+        f"{request.node.nodeid} is marked {SHARES_INSTALLED_ENV} but changed the shared "
+        "environment or source repository: give it its own (remove the marker)"
+    )
 
 
 def engine_marker(env_dir: Path) -> str:

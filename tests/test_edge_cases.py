@@ -11,8 +11,8 @@ import yaml
 from conftest import env_snapshot, profile_args, run_cli
 from test_experiments import manifest_data, write_manifest
 
-from mcp_server.build import uv_binary
-from mcp_server.sourcerepo import REFERENCE_DISTRIBUTION, SourceRepository
+from mcp_server.source.build import uv_binary
+from mcp_server.source.sourcerepo import REFERENCE_DISTRIBUTION, SourceRepository
 
 pytestmark = pytest.mark.slow
 
@@ -146,6 +146,7 @@ def test_the_demo_refuses_a_workdir_that_is_not_empty(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["kept.txt"]
 
 
+@pytest.mark.shares_installed_env
 def test_manifest_without_a_string_experiment_id_is_invalid_input(
     tmp_path: Path, installed_env: Path
 ) -> None:

@@ -26,7 +26,11 @@ import pytest
 import yaml
 from conftest import engine_marker, env_snapshot, profile_args, run_cli, tree_digest
 
-from mcp_server.sourcerepo import REFERENCE_DISTRIBUTION, SourceRepository, quadratic_manifest
+from mcp_server.source.sourcerepo import (
+    REFERENCE_DISTRIBUTION,
+    SourceRepository,
+    quadratic_manifest,
+)
 
 EXP = "exp"
 ENGINE_CLI = "automl-refengine"
@@ -357,6 +361,7 @@ def test_launch_refuses_an_existing_experiment_id(tmp_path: Path, installed_env:
 
 
 @pytest.mark.slow
+@pytest.mark.shares_installed_env
 def test_launch_refuses_when_only_the_engine_directory_exists(
     tmp_path: Path, installed_env: Path
 ) -> None:
@@ -397,7 +402,7 @@ def test_launch_refuses_an_engine_that_fails_verification(
 
 def plain_engine_env(tmp_path: Path, source_repo: SourceRepository) -> Path:
     """A venv where the engine wheel was installed by plain `uv pip install`: no record."""
-    from mcp_server.build import uv_binary
+    from mcp_server.source.build import uv_binary
 
     uv = uv_binary()
     source = source_repo.work / source_repo.subdirectory
@@ -540,16 +545,18 @@ def test_status_of_an_unknown_experiment(tmp_path: Path) -> None:
 def test_status_and_install_guard_survive_an_engine_status_that_hangs(
     interrupted: Experiment, installed_env: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from mcp_server import experiments
-    from mcp_server.registry import unfinished_experiments
+    from mcp_server.experiments import engine
+    from mcp_server.experiments.registry import unfinished_experiments
+    from mcp_server.experiments.status import experiment_status
+    from mcp_server.requests import StatusQuery
 
     # The real engine's `status` now blocks opening its ledger (a FIFO nobody writes to).
     ledger = interrupted.engine_dir / "ledger.jsonl"
     ledger.unlink()
     os.mkfifo(ledger)
-    monkeypatch.setattr(experiments, "STATUS_TIMEOUT_S", 1.0)  # instead of waiting 60 s
+    monkeypatch.setattr(engine, "STATUS_TIMEOUT_S", 1.0)  # instead of waiting 60 s
 
-    status = experiments.experiment_status(EXP, str(interrupted.workspace))
+    status = experiment_status(StatusQuery(experiment_id=EXP, workspace=str(interrupted.workspace)))
     assert status.trials_done is None and status.notes  # reported, not raised
     unfinished = unfinished_experiments(installed_env / ".automl-setup")
     assert [e.experiment_id for e in unfinished] == [EXP]  # doubt keeps it bound

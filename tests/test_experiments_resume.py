@@ -31,7 +31,7 @@ from test_experiments import (
     write_manifest,
 )
 
-from mcp_server.sourcerepo import SourceRepository
+from mcp_server.source.sourcerepo import SourceRepository
 
 
 @pytest.fixture(name="reaper")
@@ -144,7 +144,7 @@ CONCURRENT = 20
 
 def concurrent_resumes(exp: Experiment, count: int, *extra: str) -> list[tuple[int, str, str]]:
     """Start `count` `automl-setup resume` processes at once, then wait for all of them."""
-    argv = [sys.executable, "-m", "mcp_server.cli", "resume", "--experiment-id", EXP]
+    argv = [sys.executable, "-m", "mcp_server.faces.cli", "resume", "--experiment-id", EXP]
     argv += ["--workspace", str(exp.workspace), "--manifest", str(exp.manifest)]
     argv += ["--python", str(exp.env), *extra]
     clean = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
@@ -463,7 +463,7 @@ def test_resume_of_an_unknown_experiment_id_creates_nothing(interrupted: Experim
     assert (
         f"no experiment 'nope' launched by automl-setup in {interrupted.workspace}" in result.stderr
     )
-    assert f"automl-setup experiments --workspace {interrupted.workspace}" in result.stderr
+    assert f"automl-setup list --workspace {interrupted.workspace}" in result.stderr
     assert tree_digest(interrupted.workspace) == before
     assert sorted(p for p in interrupted.workspace.rglob("*")) == dirs_before
 

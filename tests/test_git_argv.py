@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import profile_args, run_cli
 
-from mcp_server.sourcerepo import SourceRepository
+from mcp_server.source.sourcerepo import SourceRepository
 
 SECRET = "s3cr3t-T0KEN-in-argv"
 

@@ -1,5 +1,5 @@
-"""gitsource: input validation (pure, fast) and real branch -> commit resolution and exact-commit
-fetches against real `file://` repositories built with SourceRepository."""
+"""The source value types (pure, fast), and gitsource: real branch -> commit resolution and
+exact-commit fetches against real `file://` repositories built with SourceRepository."""
 
 from __future__ import annotations
 
@@ -10,16 +10,25 @@ from pathlib import Path
 import pytest
 
 from mcp_server.errors import ExitCode, InvalidInput, SetupError
-from mcp_server.gitsource import (
-    fetch_commit,
-    resolve_branch,
-    run_git,
-    validate_branch,
-    validate_commit,
-    validate_repository_url,
-    validate_subdirectory,
-)
-from mcp_server.sourcerepo import SourceRepository
+from mcp_server.source import gitsource
+from mcp_server.source.gitsource import FetchedSource, Resolution, run_git
+from mcp_server.source.sourcerepo import SourceRepository
+from mcp_server.values import BranchName, CommitId, RepositoryUrl, Subdirectory
+
+validate_branch, validate_commit = BranchName, CommitId
+validate_repository_url, validate_subdirectory = RepositoryUrl, Subdirectory
+
+
+def resolve_branch(url: str, branch: str) -> Resolution:
+    """The core call with its values built the way both faces build them."""
+    return gitsource.resolve_branch(RepositoryUrl(url), BranchName(branch))
+
+
+def fetch_commit(url: str, commit: str, subdirectory: str, dest: Path) -> FetchedSource:
+    return gitsource.fetch_commit(
+        RepositoryUrl(url), CommitId(commit), Subdirectory(subdirectory), dest
+    )
+
 
 SUB = "packages/automl-core"
 
@@ -136,7 +145,10 @@ def test_invalid_subdirectories_are_refused(subdirectory: str, fragment: str) ->
     ],
 )
 def test_allowed_repository_urls(url: str) -> None:
-    assert validate_repository_url(url) == url
+    value = RepositoryUrl(url)
+    assert value.with_credentials == url
+    assert value == url.replace("user:tok@", "")  # its text never holds the credential
+    assert "tok" not in repr(value) and "tok" not in str(value)
 
 
 @pytest.mark.parametrize(

@@ -13,16 +13,18 @@ from pathlib import Path
 import pytest
 from conftest import CliResult, engine_marker, env_snapshot, profile_args, run_cli
 
-from mcp_server.build import build_wheel
+from mcp_server.environment.install import InstallResult
 from mcp_server.errors import ExitCode, InvalidInput
-from mcp_server.gitsource import fetch_commit
-from mcp_server.install import InstallRequest, InstallResult, install_engine, validate_request
-from mcp_server.profile import load_profile
-from mcp_server.sourcerepo import (
+from mcp_server.requests import InstallRequest
+from mcp_server.source.build import build_wheel
+from mcp_server.source.gitsource import fetch_commit
+from mcp_server.source.profile import load_profile
+from mcp_server.source.sourcerepo import (
     REFERENCE_DISTRIBUTION,
     SourceRepository,
     reference_engine_source,
 )
+from mcp_server.values import CommitId, RepositoryUrl, Subdirectory
 
 SUB = "packages/automl-core"
 # A dependency uv cannot find (a local path that does not exist): fails with no network.
@@ -351,31 +353,28 @@ def test_hostile_input_is_refused_with_no_side_effect(
         ("main", None, ["ok", "-x"], "not a valid extra name"),
     ],
 )
-def test_validate_request_refuses_before_anything_runs(
+def test_an_invalid_request_cannot_be_built(
     tmp_path: Path, branch: str | None, commit: str | None, extras: list[str], fragment: str
 ) -> None:
+    """The request is the one place an install's values are checked: one that is not valid
+    never exists, so nothing can run with it."""
     new_env = tmp_path / "new-env"
-    request = InstallRequest(
-        profile=load_profile(repository=(tmp_path / "repo.git").as_uri()),
-        python=str(new_env),
-        branch=branch,
-        commit=commit,
-        create_env=True,
-        extras=extras,
-    )
     with pytest.raises(InvalidInput) as info:
-        validate_request(request)
+        InstallRequest(
+            profile=load_profile(repository=(tmp_path / "repo.git").as_uri()),
+            python=str(new_env),
+            branch=branch,
+            commit=commit,
+            create_env=True,
+            extras=extras,
+        )
     assert fragment in info.value.cause
-    with pytest.raises(InvalidInput):
-        install_engine(request)
     assert not new_env.exists()
 
 
-def test_validate_request_normalises() -> None:
-    request = InstallRequest(
-        profile=load_profile(), python=None, commit="A" * 40, extras=["b", "a", "b"]
-    )
-    assert validate_request(request) == (None, "a" * 40, ["a", "b"])
+def test_a_request_holds_normalised_values() -> None:
+    request = InstallRequest(profile=load_profile(), python=None, commit="A" * 40, extras=["a"])
+    assert request.commit == "a" * 40 and request.branch is None
 
 
 # --------------------------------------------------------------------------------------------
@@ -510,7 +509,9 @@ def test_rebuild_of_the_same_commit_gives_the_same_wheel(
     # The core function directly, from two separate checkouts.
     wheels = []
     for name in ("one", "two"):
-        fetched = fetch_commit(source_repo.url, commit, SUB, tmp_path / f"src-{name}")
+        fetched = fetch_commit(
+            RepositoryUrl(source_repo.url), CommitId(commit), Subdirectory(SUB), tmp_path / name
+        )
         wheels.append(
             build_wheel(
                 fetched.source_dir,

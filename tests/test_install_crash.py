@@ -1,8 +1,9 @@
 """SIGKILL in the middle of an install, then repair: the previous engine comes back byte for byte.
 
 Real processes and real signals: the install runs as its own process group, stops at one of the
-fault-injection points of install.py (AUTOML_SETUP_PAUSE_AT / AUTOML_SETUP_PAUSE_FILE) or is
-caught while `uv pip install` runs, and the whole group is killed with SIGKILL."""
+fault-injection points of environment/transaction.py (AUTOML_SETUP_PAUSE_AT /
+AUTOML_SETUP_PAUSE_FILE) or is caught while `uv pip install` runs, and the whole group is killed
+with SIGKILL."""
 
 from __future__ import annotations
 
@@ -18,9 +19,9 @@ from pathlib import Path
 import pytest
 from conftest import CliResult, engine_marker, env_snapshot, profile_args, run_cli
 
-from mcp_server.build import uv_binary
-from mcp_server.install import PAUSE_POINTS
-from mcp_server.sourcerepo import SourceRepository, reference_engine_source
+from mcp_server.environment.transaction import PAUSE_POINTS
+from mcp_server.source.build import uv_binary
+from mcp_server.source.sourcerepo import SourceRepository, reference_engine_source
 
 pytestmark = pytest.mark.slow
 
@@ -75,7 +76,7 @@ class Install:
         with self.log_path.open("wb") as log:
             self.proc = subprocess.Popen(
                 [
-                    *(sys.executable, "-m", "mcp_server.cli", "install", "--branch", branch),
+                    *(sys.executable, "-m", "mcp_server.faces.cli", "install", "--branch", branch),
                     *("--python", str(env_dir), *profile_args(repo)),
                 ],
                 stdin=subprocess.DEVNULL,

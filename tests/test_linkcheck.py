@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from mcp_server.linkcheck import (
+from mcp_server.skills.links import (
     DEFAULT_LINK_TARGETS,
     anchors,
     check_links,

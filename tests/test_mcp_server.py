@@ -26,10 +26,13 @@ from test_mcp_support import (
     write_manifest,
 )
 
-from mcp_server import server as mcp_module
-from mcp_server.install import STEPS
-from mcp_server.server import BRANCH_QUESTION, server
-from mcp_server.sourcerepo import SourceRepository, create_reference_repository
+from mcp_server.environment.install import STEPS
+from mcp_server.faces import mcp_runtime
+from mcp_server.faces import server as mcp_module
+from mcp_server.faces.mcp_inputs import BRANCH_QUESTION
+from mcp_server.faces.mcp_runtime import RedactingFormatter
+from mcp_server.faces.server import server
+from mcp_server.source.sourcerepo import SourceRepository, create_reference_repository
 
 pytestmark = pytest.mark.anyio
 
@@ -37,13 +40,14 @@ TOOLS = {
     # name: (read_only, destructive, idempotent, open_world)
     "resolve_branch": (True, False, True, True),
     "install_engine": (False, True, False, True),
-    "check_provenance": (True, False, True, False),
+    "verify_engine": (True, False, True, False),
     "diagnose_engine": (True, False, True, False),
     "launch_experiment": (False, False, False, False),
     "resume_experiment": (False, False, False, False),
-    "experiment_status": (True, False, True, False),
+    "status_experiment": (True, False, True, False),
     "list_experiments": (True, False, True, False),
-    "install_history": (True, False, True, False),
+    "history_engine": (True, False, True, False),
+    "repair_engine": (False, True, True, False),
 }
 
 
@@ -133,7 +137,7 @@ async def test_install_asks_main_or_which_branch(
     ask = Answer("accept", {"branch": answer})
     progress = ProgressLog()
     env = tmp_path / "env"
-    args = {"python": str(env), "create_env": True, "engine": engine_args(source_repo)}
+    args = {"python": str(env), "create_env": True, "profile": engine_args(source_repo)}
     async with Client(server, mode=mode, elicitation_callback=ask) as client:
         out = await call_ok(client, "install_engine", args, progress_callback=progress)
     (question,) = ask.seen
@@ -168,7 +172,7 @@ async def test_install_never_picks_a_branch(
     mode: str, ask: Answer | None, expected: str, source_repo: SourceRepository, tmp_path: Path
 ) -> None:
     env = tmp_path / "env"
-    args = {"python": str(env), "create_env": True, "engine": engine_args(source_repo)}
+    args = {"python": str(env), "create_env": True, "profile": engine_args(source_repo)}
     async with Client(server, mode=mode, elicitation_callback=ask) as client:
         text = error_text(await client.call_tool("install_engine", args), "install_engine")
     assert text.startswith(expected)
@@ -183,7 +187,7 @@ async def test_elicited_branch_is_validated_like_any_branch(
     mode: str, source_repo: SourceRepository, tmp_path: Path
 ) -> None:
     env = tmp_path / "env"
-    args = {"python": str(env), "create_env": True, "engine": engine_args(source_repo)}
+    args = {"python": str(env), "create_env": True, "profile": engine_args(source_repo)}
     ask = Answer("accept", {"branch": "--upload-pack=touch"})
     async with Client(server, mode=mode, elicitation_callback=ask) as client:
         text = error_text(await client.call_tool("install_engine", args), "install_engine")
@@ -194,7 +198,7 @@ async def test_elicited_branch_is_validated_like_any_branch(
 @pytest.mark.slow
 async def test_given_branch_skips_the_question_and_shows_the_cli_message(world: World) -> None:
     ask = Answer("accept", {"branch": "dev/next"})
-    args = {"python": str(world.env), "branch": "main", "engine": world.engine}
+    args = {"python": str(world.env), "branch": "main", "profile": world.engine}
     async with Client(server, elicitation_callback=ask) as client:
         out = await call_ok(client, "install_engine", args)
     assert ask.seen == []
@@ -209,11 +213,11 @@ async def test_given_branch_skips_the_question_and_shows_the_cli_message(world: 
 async def test_install_by_commit_sends_heartbeats(
     monkeypatch: pytest.MonkeyPatch, source_repo: SourceRepository, tmp_path: Path
 ) -> None:
-    monkeypatch.setattr(mcp_module, "HEARTBEAT_S", 0.05)
+    monkeypatch.setattr(mcp_runtime, "HEARTBEAT_S", 0.05)
     commit = source_repo.head("dev/next")
     env = tmp_path / "env"
     args = {"python": str(env), "commit": commit, "create_env": True}
-    args["engine"] = engine_args(source_repo)
+    args["profile"] = engine_args(source_repo)
     progress = ProgressLog()
     async with Client(server, elicitation_callback=Answer("accept", {"branch": "main"})) as client:
         out = await call_ok(client, "install_engine", args, progress_callback=progress)
@@ -233,24 +237,25 @@ async def test_read_only_tools_match_the_cli(world: World) -> None:
     async with Client(server) as client:
         for branch in ("main", "dev/next"):
             out = await call_ok(
-                client, "resolve_branch", {"branch": branch, "engine": world.engine}
+                client, "resolve_branch", {"branch": branch, "profile": world.engine}
             )
             assert out["commit"] == world.repo.head(branch)
             assert out["ref"] == f"refs/heads/{branch}"
             assert out["message"] == world.cli("resolve", "--branch", branch, *flags)
         checked = await call_ok(
-            client, "check_provenance", {"python": python, "engine": world.engine}
+            client, "verify_engine", {"python": python, "profile": world.engine}
         )
         diagnosed = await call_ok(
-            client, "diagnose_engine", {"python": python, "engine": world.engine}
+            client, "diagnose_engine", {"python": python, "profile": world.engine}
         )
-        history = await call_ok(client, "install_history", {"python": python})
+        history = await call_ok(client, "history_engine", {"python": python})
     assert checked["verified"] is True and checked["experiment"] is None
-    assert checked["environment"]["status"] == "verified"
-    assert checked["environment"]["commit"] == world.repo.head("main")
+    assert checked["status"] == "verified"
+    assert checked["commit"] == world.repo.head("main")
     assert checked["message"] == world.cli("verify", "--python", python, *flags)
     verify_json = json.loads(world.cli("verify", "--python", python, *flags, "--json"))
-    assert checked["environment"] == verify_json  # structured content = the command's --json
+    # The structured content is the command's --json, plus the text the command prints.
+    assert {k: v for k, v in checked.items() if k != "message"} == verify_json
     assert diagnosed["record_status"] == "verified"
     assert diagnosed["message"] == world.cli("diagnose", "--python", python, *flags)
     assert [e["event"] for e in history["entries"]][:1] == ["installed"]
@@ -263,11 +268,11 @@ async def test_check_provenance_reports_a_tampered_engine(
 ) -> None:
     (module,) = installed_env.glob("lib/python*/site-packages/automl_refengine/search.py")
     module.write_text(module.read_text() + "\n# edited\n")
-    args = {"python": str(installed_env), "engine": engine_args(source_repo)}
+    args = {"python": str(installed_env), "profile": engine_args(source_repo)}
     async with Client(server) as client:
-        out = await call_ok(client, "check_provenance", args)
-    assert out["verified"] is False and out["environment"]["status"] == "mismatch"
-    fields = [d["field"] for d in out["environment"]["differences"]]
+        out = await call_ok(client, "verify_engine", args)
+    assert out["verified"] is False and out["status"] == "mismatch"
+    fields = [d["field"] for d in out["differences"]]
     assert "file automl_refengine/search.py" in fields
     cli = run_cli("verify", "--python", str(installed_env), *profile_args(source_repo))
     assert cli.code == 1 and out["message"] == cli.stdout.strip()
@@ -278,8 +283,8 @@ async def test_check_provenance_on_an_empty_environment_explains(tmp_path: Path)
     env = tmp_path / "bare"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True)
     async with Client(server) as client:
-        out = await call_ok(client, "check_provenance", {"python": str(env)})
-    assert out["verified"] is False and out["environment"]["status"] == "no-engine"
+        out = await call_ok(client, "verify_engine", {"python": str(env)})
+    assert out["verified"] is False and out["status"] == "no-engine"
     assert "install the core from source with one of:" in out["message"]
     assert out["message"] == run_cli("verify", "--python", str(env)).stdout.strip()
 
@@ -306,7 +311,7 @@ async def test_launch_status_list_and_binding_check(world: World, tmp_path: Path
         assert f"pid {started['pid']} (detached)" in started["message"]
 
         async def status() -> dict[str, Any]:
-            return await call_ok(client, "experiment_status", ids)
+            return await call_ok(client, "status_experiment", ids)
 
         done = await wait_for_state(status, finished)
         assert done["trials_done"] == 3 and done["best"] is not None
@@ -315,7 +320,7 @@ async def test_launch_status_list_and_binding_check(world: World, tmp_path: Path
         assert done["message"] == cli_status
         listed = await call_ok(client, "list_experiments", {"workspace": str(ws)})
         assert listed["message"] == world.cli("experiments", "--workspace", str(ws))
-        checked = await call_ok(client, "check_provenance", {"python": python, **ids})
+        checked = await call_ok(client, "verify_engine", {"python": python, **ids})
         again = await client.call_tool("launch_experiment", launch)
     assert [e["experiment_id"] for e in listed["experiments"]] == ["mcp-life"]
     binding = checked["experiment"]
@@ -346,10 +351,10 @@ async def test_resume_on_another_engine_is_refused_with_diff_and_recreate(
         await call_ok(client, "launch_experiment", launch)
 
         async def status() -> dict[str, Any]:
-            return await call_ok(client, "experiment_status", ids)
+            return await call_ok(client, "status_experiment", ids)
 
         await wait_for_state(status, finished)
-        checked = await call_ok(client, "check_provenance", {"python": str(other), **ids})
+        checked = await call_ok(client, "verify_engine", {"python": str(other), **ids})
         before = env_snapshot(other)
         refused = await client.call_tool("resume_experiment", resume)
         (tmp_path / "edited").mkdir()
@@ -394,10 +399,10 @@ async def test_hostile_refs_are_refused(
     env = tmp_path / "env"
     engine = engine_args(source_repo)
     async with Client(server, mode=mode) as client:
-        resolved = await client.call_tool("resolve_branch", {"branch": ref, "engine": engine})
+        resolved = await client.call_tool("resolve_branch", {"branch": ref, "profile": engine})
         installed = await client.call_tool(
             "install_engine",
-            {"python": str(env), "branch": ref, "create_env": True, "engine": engine},
+            {"python": str(env), "branch": ref, "create_env": True, "profile": engine},
         )
     for result, tool in ((resolved, "resolve_branch"), (installed, "install_engine")):
         assert error_text(result, tool).startswith("validate branch: ")
@@ -419,10 +424,10 @@ async def test_hostile_repository_urls_are_refused(mode: str, url: str, tmp_path
     payload, env = tmp_path / "payload", tmp_path / "env"
     engine = {"repository": url.format(payload=payload)}
     async with Client(server, mode=mode) as client:
-        resolved = await client.call_tool("resolve_branch", {"branch": "main", "engine": engine})
+        resolved = await client.call_tool("resolve_branch", {"branch": "main", "profile": engine})
         installed = await client.call_tool(
             "install_engine",
-            {"python": str(env), "branch": "main", "create_env": True, "engine": engine},
+            {"python": str(env), "branch": "main", "create_env": True, "profile": engine},
         )
     for result, tool in ((resolved, "resolve_branch"), (installed, "install_engine")):
         text = error_text(result, tool)
@@ -438,9 +443,9 @@ async def test_hostile_install_leaves_an_installed_environment_unchanged(world: 
         {"branch": "--upload-pack=touch"},
         {"branch": "main", "commit": world.repo.head("main")},
         {"commit": "abc123"},
-        {"branch": "no-such-branch", "engine": world.engine},
-        {"branch": "main", "extras": ["--editable"], "engine": world.engine},
-        {"branch": "main", "engine": {**world.engine, "subdirectory": "../outside"}},
+        {"branch": "no-such-branch", "profile": world.engine},
+        {"branch": "main", "extras": ["--editable"], "profile": world.engine},
+        {"branch": "main", "profile": {**world.engine, "subdirectory": "../outside"}},
     ]
     async with Client(server) as client:
         texts = [
@@ -466,12 +471,12 @@ WS = "<workspace>"  # replaced by a fresh path: no tool may create it
     ("tool", "args", "expected"),
     [
         (
-            "experiment_status",
+            "status_experiment",
             {"experiment_id": "nope", "workspace": WS},
             "status: no experiment 'nope' launched",
         ),
         (
-            "experiment_status",
+            "status_experiment",
             {"experiment_id": "../x", "workspace": WS},
             "validate experiment id: '../x' is not",
         ),
@@ -481,12 +486,12 @@ WS = "<workspace>"  # replaced by a fresh path: no tool may create it
             "resume: no experiment 'nope' launched by automl-setup in",
         ),
         (
-            "check_provenance",
+            "verify_engine",
             {"experiment_id": "nope", "python": sys.prefix},
-            "check provenance: experiment_id and workspace go together",
+            "verify: an experiment id and a workspace go together",
         ),
         (
-            "check_provenance",
+            "verify_engine",
             {"experiment_id": "nope", "workspace": WS, "python": sys.prefix},
             "read binding: experiment nope has no binding",
         ),
@@ -495,7 +500,12 @@ WS = "<workspace>"  # replaced by a fresh path: no tool may create it
             {"manifest": "/nonexistent/m.yaml", "workspace": WS, "python": sys.prefix},
             "read manifest: cannot read manifest /nonexistent/m.yaml",
         ),
-        ("install_history", {"python": "/nonexistent/env"}, "locate environment: /nonexistent/env"),
+        ("history_engine", {"python": "/nonexistent/env"}, "locate environment: /nonexistent/env"),
+        (  # one rule for paths on both faces: the value type's (mcp_server/values.py)
+            "launch_experiment",
+            {"manifest": "m\x00", "workspace": WS, "python": "/p"},
+            "read manifest: the manifest path is empty, too long or contains a control character",
+        ),
     ],
 )
 async def test_unknown_things_are_clear_errors(
@@ -518,11 +528,10 @@ async def test_unknown_things_are_clear_errors(
         ("install_engine", {"python": "/x", "extras": "dev"}, "extras"),
         ("install_engine", {"python": "/x", "branch": ["main"]}, "branch"),
         ("install_engine", {"python": "/x", "branch": "b" * 201}, "branch"),
-        ("install_engine", {"python": "/x", "engine": {"repo": "x"}}, "engine.repo"),
+        ("install_engine", {"python": "/x", "profile": {"repo": "x"}}, "profile.repo"),
         ("resolve_branch", {}, "branch"),
         ("resolve_branch", {"branch": ""}, "branch"),
-        ("launch_experiment", {"manifest": "m\x00", "workspace": "/w", "python": "/p"}, "manifest"),
-        ("experiment_status", {"experiment_id": 7, "workspace": "/w"}, "experiment_id"),
+        ("status_experiment", {"experiment_id": 7, "workspace": "/w"}, "experiment_id"),
         ("list_experiments", {"workspace": None}, "workspace"),
     ],
 )
@@ -548,17 +557,17 @@ async def test_wrong_types_are_refused_by_the_schema(
 async def test_unexpected_exceptions_stay_generic(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    def explode(experiment_id: str, workspace: str) -> None:
+    def explode(query: object) -> None:
         raise RuntimeError("internal detail https://user:s3cret@example.com/x")
 
-    monkeypatch.setattr(mcp_module.experiments, "experiment_status", explode)
+    monkeypatch.setattr(mcp_module.operations, "status", explode)
     caplog.set_level(logging.INFO)
     async with Client(server) as client:
         result = await client.call_tool(
-            "experiment_status", {"experiment_id": "x", "workspace": "/w"}
+            "status_experiment", {"experiment_id": "x", "workspace": "/w"}
         )
-    assert result.is_error and result.content[0].text == "Error executing tool experiment_status"  # type: ignore[union-attr]
+    assert result.is_error and result.content[0].text == "Error executing tool status_experiment"  # type: ignore[union-attr]
     crash = [r for r in caplog.records if r.levelno == logging.ERROR]
     assert crash and crash[0].exc_info is not None  # the traceback goes to the server's log
-    formatted = mcp_module._RedactingFormatter("%(message)s").format(crash[0])
+    formatted = RedactingFormatter("%(message)s").format(crash[0])
     assert "internal detail" in formatted and "s3cret" not in formatted

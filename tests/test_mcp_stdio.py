@@ -18,8 +18,9 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.types import jsonrpc_message_adapter
 
-from mcp_server.install import STEPS
-from mcp_server.sourcerepo import SourceRepository
+from mcp_server.environment.install import STEPS
+from mcp_server.operations import OPERATIONS
+from mcp_server.source.sourcerepo import SourceRepository
 
 pytestmark = pytest.mark.anyio
 BIN = Path(sys.executable).parent  # the venv's bin: the console scripts live beside python
@@ -76,7 +77,7 @@ async def test_install_launch_interrupt_resume_over_stdio(
     ask = support.Answer("accept", {"branch": "main"})
     async with serve([str(BIN / "automl-setup-mcp")], wire, "legacy", ask) as client:
         # The branch question travels as an elicitation/create request over the pipe.
-        install = {"python": python, "create_env": True, "engine": engine}
+        install = {"python": python, "create_env": True, "profile": engine}
         installed = await support.call_ok(
             client, "install_engine", install, progress_callback=progress
         )
@@ -87,7 +88,7 @@ async def test_install_launch_interrupt_resume_over_stdio(
         assert progress.strictly_increasing() and len(progress.events) >= len(STEPS)
 
         checked = await support.call_ok(
-            client, "check_provenance", {"python": python, "engine": engine}
+            client, "verify_engine", {"python": python, "profile": engine}
         )
         assert checked["verified"] is True
 
@@ -95,7 +96,7 @@ async def test_install_launch_interrupt_resume_over_stdio(
         started = await support.call_ok(client, "launch_experiment", launch)
 
         async def status() -> dict[str, Any]:
-            return await support.call_ok(client, "experiment_status", ids)
+            return await support.call_ok(client, "status_experiment", ids)
 
         await support.wait_for_state(
             status, lambda s: s["state"] == "running" and (s["trials_done"] or 0) >= 1
@@ -115,7 +116,7 @@ async def test_install_launch_interrupt_resume_over_stdio(
         assert done["trials_done"] == 6
         assert done["last_attempt"]["action"] == "resume"
 
-        bound = await support.call_ok(client, "check_provenance", {"python": python, **ids})
+        bound = await support.call_ok(client, "verify_engine", {"python": python, **ids})
         assert bound["experiment"]["matches"] is True
         hostile = await client.call_tool(
             "install_engine", {"python": python, "branch": "--upload-pack=touch"}
@@ -140,15 +141,15 @@ async def test_automl_setup_mcp_subcommand_serves_the_modern_protocol(
     progress = support.ProgressLog()
     async with serve([str(BIN / "automl-setup"), "mcp"], wire, "auto", ask) as client:
         tools = (await client.list_tools()).tools
-        assert len(tools) == 9
-        args = {"python": str(env), "create_env": True, "engine": support.engine_args(source_repo)}
+        assert len(tools) == len(OPERATIONS)  # one tool per operation
+        args = {"python": str(env), "create_env": True, "profile": support.engine_args(source_repo)}
         out = await support.call_ok(client, "install_engine", args, progress_callback=progress)
         bad = await client.call_tool(
-            "resolve_branch", {"branch": "a..b", "engine": support.engine_args(source_repo)}
+            "resolve_branch", {"branch": "a..b", "profile": support.engine_args(source_repo)}
         )
         payload = tmp_path / "payload"
         ext = {"repository": f"ext::sh%20-c%20touch%20{payload}"}
-        hostile = await client.call_tool("resolve_branch", {"branch": "main", "engine": ext})
+        hostile = await client.call_tool("resolve_branch", {"branch": "main", "profile": ext})
     assert out["record"]["source"]["requested_ref"] == "refs/heads/dev/next"
     assert len(ask.seen) == 1 and progress.strictly_increasing()
     assert support.error_text(bad, "resolve_branch").startswith(
@@ -173,5 +174,5 @@ async def test_committed_mcp_json_starts_the_server(tmp_path: Path) -> None:
     wire = Wire(tmp_path)
     async with serve([str(REPO / entry["command"])], wire, "legacy") as client:
         tools = (await client.list_tools()).tools
-    assert len(tools) == 9
+    assert len(tools) == len(OPERATIONS)  # one tool per operation
     assert all("result" in m for m in wire.messages())  # initialize and tools/list answers

@@ -13,7 +13,7 @@ import yaml
 from mcp import Client
 from mcp.client import ClientRequestContext
 
-from mcp_server.sourcerepo import REFERENCE_DISTRIBUTION, SourceRepository
+from mcp_server.source.sourcerepo import REFERENCE_DISTRIBUTION, SourceRepository
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE_MANIFEST = REPO / "mcp_server" / "reference_engine" / "examples" / "quadratic.yaml"

@@ -17,10 +17,8 @@ import pytest
 from conftest import engine_marker, env_snapshot, run_cli
 from pydantic import BaseModel
 
-from mcp_server.errors import SetupError
-from mcp_server.experiments import AttemptEntry, Binding, EngineBinding
-from mcp_server.persisted import load_persisted
-from mcp_server.provenance import (
+from mcp_server.environment.identity import compute_identity_digest
+from mcp_server.environment.records import (
     BuildIdentity,
     EnvironmentInfo,
     FieldDiff,
@@ -30,9 +28,12 @@ from mcp_server.provenance import (
     Journal,
     RecordStore,
     SourceIdentity,
-    compute_identity_digest,
 )
-from mcp_server.registry import RegisteredExperiment
+from mcp_server.errors import SetupError
+from mcp_server.experiments.attempts import AttemptEntry
+from mcp_server.experiments.binding import Binding, EngineBinding
+from mcp_server.experiments.registry import RegisteredExperiment
+from mcp_server.persisted import load_persisted
 
 SHA = "a" * 64
 COMMIT = "b" * 40

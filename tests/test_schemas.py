@@ -82,7 +82,7 @@ def test_real_records_validate_against_their_schemas(tmp_path: Path, installed_e
     assert invalid("install-record.schema.json", {k: v for k, v in record.items() if k != "source"})
     assert invalid("experiment-binding.schema.json", {**binding, "schema_version": 2})
     engine = {**binding["engine"], "source": {**binding["engine"]["source"], "commit": None}}
-    assert invalid("experiment-binding.schema.json", {**binding, "engine": engine})
+    assert invalid("experiment-binding.schema.json", {**binding, "profile": engine})
     assert invalid("experiment-attempt.schema.json", {**attempts[0], "outcome": "maybe"})
     diff = {**attempts[-1]["differences"][0], "note": "x"}
     assert invalid("experiment-attempt.schema.json", {**attempts[-1], "differences": [diff]})

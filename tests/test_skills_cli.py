@@ -11,32 +11,26 @@ from pathlib import Path
 
 import pytest
 
-from mcp_server import skills
+from mcp_server.operations import OPERATIONS
+from mcp_server.skills.cli import cli_main
+from mcp_server.skills.sync import check_repository, manifest
+from mcp_server.skills.validate import skill_dirs
 
 REPO = Path(__file__).resolve().parents[1]
 
-# Every MCP tool a skill may name, and the command line that does the same.
-TOOL_TO_COMMAND = {
-    "resolve_branch": "automl-setup resolve",
-    "install_engine": "automl-setup install",
-    "check_provenance": "automl-setup verify",
-    "diagnose_engine": "automl-setup diagnose",
-    "install_history": "automl-setup history",
-    "launch_experiment": "automl-setup launch",
-    "resume_experiment": "automl-setup resume",
-    "experiment_status": "automl-setup status",
-    "list_experiments": "automl-setup experiments",
-}
+
+# The one table of operations: each MCP tool and the command that does the same thing.
+TOOL_TO_COMMAND = {op.tool: f"automl-setup {op.command}" for op in OPERATIONS}
 REQUIRED_TOOLS = {
-    "automl-setup": {"resolve_branch", "install_engine", "check_provenance", "install_history"},
+    "automl-setup": {"resolve_branch", "install_engine", "verify_engine", "history_engine"},
     "automl-experiments": {
         "launch_experiment",
         "resume_experiment",
-        "experiment_status",
+        "status_experiment",
         "list_experiments",
-        "check_provenance",
+        "verify_engine",
     },
-    "automl-troubleshoot": {"diagnose_engine", "check_provenance", "install_engine"},
+    "automl-troubleshoot": {"diagnose_engine", "verify_engine", "install_engine"},
 }
 
 
@@ -47,7 +41,7 @@ def repo(tmp_path: Path) -> Path:
 
 
 def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = skills.cli_main(argv)
+    code = cli_main(argv)
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -95,7 +89,7 @@ def test_sync_refusal_exits_1_and_lists_the_problems(
 def test_manifest_prints_json(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _run(["manifest", "--root", str(repo)], capsys)
     assert code == 0
-    assert json.loads(out) == skills.manifest(repo / "skills")
+    assert json.loads(out) == manifest(repo / "skills")
 
 
 def test_links_checks_readme_docs_and_skills(
@@ -140,7 +134,7 @@ def test_commands_needing_skills_exit_2_without_them(
 
 def test_python_dash_m_runs_the_command_line(repo: Path) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "mcp_server.skills", "check", str(repo / "skills")],
+        [sys.executable, "-m", "mcp_server.skills.cli", "check", str(repo / "skills")],
         capture_output=True,
         text=True,
         cwd=REPO,
@@ -153,12 +147,12 @@ def test_python_dash_m_runs_the_command_line(repo: Path) -> None:
 
 
 def test_committed_skills_and_their_copies_pass() -> None:
-    problems = skills.check_repository(REPO)
+    problems = check_repository(REPO)
     assert [p.format(REPO) for p in problems] == []
 
 
 def test_committed_skills_are_the_three_expected() -> None:
-    assert [p.name for p in skills.skill_dirs(REPO / "skills")] == sorted(REQUIRED_TOOLS)
+    assert [p.name for p in skill_dirs(REPO / "skills")] == sorted(REQUIRED_TOOLS)
 
 
 @pytest.mark.parametrize("name", sorted(REQUIRED_TOOLS))

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from mcp_server import skills
 from mcp_server.errors import SetupError
+from mcp_server.skills import sync as skills
 
 REPO = Path(__file__).resolve().parents[1]
 CLAUDE, AGENTS = (Path(m) for m in skills.MIRROR_DIRS)

@@ -10,8 +10,8 @@ import jsonschema
 import pytest
 import yaml
 
-from mcp_server import skills
-from mcp_server.linkcheck import Problem
+from mcp_server.skills import validate as skills
+from mcp_server.skills.links import Problem
 
 FIXTURES = Path(__file__).parent / "fixtures" / "skills"
 PASS_CASES = sorted(p.name for p in (FIXTURES / "pass").iterdir())

@@ -22,10 +22,11 @@ import pytest
 from conftest import run_cli
 from mcp import Client
 
-from mcp_server import gitsource
 from mcp_server.errors import SetupError
+from mcp_server.faces.server import server
 from mcp_server.redact import redact_text
-from mcp_server.server import server
+from mcp_server.source import gitsource
+from mcp_server.values import CommitId, RepositoryUrl, Subdirectory
 
 SECRET = "tok3n-S3CRET-on-the-wire"
 USER = "deploy"
@@ -145,7 +146,9 @@ def test_fetch_sends_the_credential_as_a_header_only(
         monkeypatch.setenv(name, value)
     dest = tmp_path / "checkout"
     with pytest.raises(SetupError) as refused:
-        gitsource.fetch_commit(https_remote.url, "a" * 40, ".", dest)
+        gitsource.fetch_commit(
+            RepositoryUrl(https_remote.url), CommitId("a" * 40), Subdirectory("."), dest
+        )
     assert refused.value.step == "fetch"
     assert SECRET not in refused.value.full_text()
     _assert_header_not_argv(https_remote, log)
@@ -162,7 +165,7 @@ async def test_resolve_over_mcp_keeps_the_credential_off_every_argv(
         monkeypatch.setenv(name, value)
     async with Client(server) as client:
         result = await client.call_tool(
-            "resolve_branch", {"branch": "main", "engine": {"repository": https_remote.url}}
+            "resolve_branch", {"branch": "main", "profile": {"repository": https_remote.url}}
         )
     assert result.is_error
     assert SECRET not in result.content[0].text  # type: ignore[union-attr]

@@ -21,8 +21,9 @@ from test_experiments import (
     write_manifest,
 )
 
-from mcp_server.experiments import MAX_MANIFEST_BYTES, engine_command
-from mcp_server.sourcerepo import REFERENCE_DISTRIBUTION, SourceRepository
+from mcp_server.experiments.engine import engine_command
+from mcp_server.experiments.manifest import MAX_MANIFEST_BYTES
+from mcp_server.source.sourcerepo import REFERENCE_DISTRIBUTION, SourceRepository
 
 pytestmark = pytest.mark.slow
 
@@ -199,6 +200,7 @@ def _paths(root: Path) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in root.rglob("*") if "__pycache__" not in p.parts)
 
 
+@pytest.mark.shares_installed_env
 def test_the_manifest_is_validated_by_the_engine_plan_with_its_own_words(
     tmp_path: Path, installed_env: Path
 ) -> None:

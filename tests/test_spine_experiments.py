@@ -29,9 +29,12 @@ from test_experiments import (
     write_manifest,
 )
 
-from mcp_server import experiments, gitsource
+from mcp_server import values
 from mcp_server.errors import InvalidInput, SetupError
-from mcp_server.sourcerepo import SourceRepository
+from mcp_server.experiments.binding import read_binding
+from mcp_server.experiments.engine import engine_status
+from mcp_server.experiments.files import ExperimentFiles, lock_is_held
+from mcp_server.source.sourcerepo import SourceRepository
 
 ROUNDS = 8
 
@@ -88,11 +91,16 @@ def test_a_binding_copied_from_another_experiment_is_refused_everywhere(
     assert freeze(a, installed_env) == before  # status and listing wrote nothing
 
     # The MCP provenance check and the install guard read the binding the same way.
-    from mcp_server.registry import unfinished_experiments
-    from mcp_server.server import _binding_check
+    from mcp_server.experiments.registry import unfinished_experiments
+    from mcp_server.operations import verify
+    from mcp_server.requests import ProvenanceQuery
+    from mcp_server.source.profile import load_profile
 
+    query = ProvenanceQuery(
+        profile=load_profile(), python=str(installed_env), experiment_id="a", workspace=str(ws)
+    )
     with pytest.raises(SetupError, match="belongs to experiment 'b'"):
-        _binding_check(str(installed_env), "a", str(ws))
+        verify(query)
     assert [e.experiment_id for e in unfinished_experiments(installed_env / ".automl-setup")] == [
         "a"
     ]  # doubt keeps it bound; b completed
@@ -103,7 +111,7 @@ def test_a_binding_whose_digest_or_fields_were_edited_is_refused(
     tmp_path: Path, installed_env: Path
 ) -> None:
     exp = foreground(tmp_path, installed_env, tmp_path / "ws", EXP)
-    files = experiments.ExperimentFiles(exp.workspace, EXP)
+    files = ExperimentFiles(exp.workspace, EXP)
     original = json.loads(exp.binding.read_bytes())
 
     edited = json.loads(json.dumps(original))
@@ -112,18 +120,18 @@ def test_a_binding_whose_digest_or_fields_were_edited_is_refused(
     with pytest.raises(
         SetupError, match=r"identity digest of the binding .* does not recompute"
     ) as info:
-        experiments.read_binding(files)
+        read_binding(files)
     assert "bindings are never rewritten" in info.value.remedy
 
     missing = dict(original)
     del missing["manifest_sha256"]
     exp.binding.write_text(json.dumps(missing))
     with pytest.raises(SetupError, match=r"missing field\(s\) manifest_sha256"):
-        experiments.read_binding(files)
+        read_binding(files)
 
     exp.binding.write_text(json.dumps({**original, "extra": 1}))
     with pytest.raises(SetupError, match="not a valid binding"):
-        experiments.read_binding(files)
+        read_binding(files)
 
 
 @pytest.mark.slow
@@ -246,7 +254,7 @@ def test_concurrent_launches_of_different_experiments_into_one_environment_all_p
             tmp_path / f"{experiment_id}.yaml", experiment_id=experiment_id, max_trials=1,
             sleep=0.0,
         )  # fmt: skip
-        argv = [sys.executable, "-m", "mcp_server.cli", "launch", "--manifest", str(manifest)]
+        argv = [sys.executable, "-m", "mcp_server.faces.cli", "launch", "--manifest", str(manifest)]
         argv += ["--workspace", str(ws), "--python", str(installed_env), "--detach", "--json"]
         return subprocess.Popen(
             argv, env=clean, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -305,13 +313,11 @@ def test_status_of_a_sigkilled_engine_is_not_running(
     wait_for("a trial in flight", lambda: bool(exp.engine_events("trial_started")))
     orphan = exp.engine_events("trial_started")[-1]["pgid"]
     os.kill(pid, signal.SIGKILL)
-    files = experiments.ExperimentFiles(exp.workspace, EXP)
-    wait_for("the controller lock to be free", lambda: not experiments.lock_is_held(files))
+    files = ExperimentFiles(exp.workspace, EXP)
+    wait_for("the controller lock to be free", lambda: not lock_is_held(files))
     # Not reaped yet: its pid still answers kill(pid, 0), so the engine's own status says
     # "running" (as it would after the pid was reused) -- but its lock is free.
-    engine_says, _problem = experiments.engine_status(
-        experiments.read_binding(files), exp.workspace, str(installed_env)
-    )
+    engine_says, _problem = engine_status(read_binding(files), exp.workspace, str(installed_env))
     assert engine_says is not None and engine_says["state"] == "running"
 
     status = exp.status()
@@ -335,11 +341,11 @@ def test_an_over_long_experiment_id_is_not_echoed_in_full(tmp_path: Path) -> Non
 @pytest.mark.parametrize(
     "validate",
     [
-        gitsource.validate_commit,
-        gitsource.validate_extra,
-        gitsource.validate_branch,
-        gitsource.validate_subdirectory,
-        lambda value: gitsource.validate_repository_url("ext::" + value),
+        values.CommitId,
+        values.ExtraName,
+        values.BranchName,
+        values.Subdirectory,
+        lambda value: values.RepositoryUrl("ext::" + value),
     ],
     ids=["commit", "extra", "branch", "subdirectory", "repository"],
 )

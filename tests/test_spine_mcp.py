@@ -18,8 +18,9 @@ import test_mcp_support as support
 from conftest import run_cli
 from test_mcp_stdio import BIN, Wire, serve
 
-from mcp_server.install import STEPS
-from mcp_server.sourcerepo import SourceRepository
+from mcp_server.environment.install import STEPS
+from mcp_server.operations import OPERATIONS
+from mcp_server.source.sourcerepo import SourceRepository
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 SERVER = [str(BIN / "automl-setup-mcp")]
@@ -83,7 +84,7 @@ def _install_args(env: Path, repo: SourceRepository, **extra: Any) -> dict[str, 
         "python": str(env),
         "branch": "main",
         "create_env": True,
-        "engine": support.engine_args(repo),
+        "profile": support.engine_args(repo),
         **extra,
     }
 
@@ -101,7 +102,7 @@ async def test_unknown_arguments_are_refused_by_every_tool(
     wire, env = Wire(tmp_path), tmp_path / "env"
     async with serve(SERVER, wire, "legacy") as client:
         tools = (await client.list_tools()).tools
-        assert len(tools) == 9
+        assert len(tools) == len(OPERATIONS)  # one tool per operation
         for tool in tools:
             assert tool.input_schema.get("additionalProperties") is False, tool.name
         typo = await client.call_tool(
@@ -110,12 +111,12 @@ async def test_unknown_arguments_are_refused_by_every_tool(
         dashed = {k: v for k, v in _install_args(env, source_repo).items() if k != "create_env"}
         hyphen = await client.call_tool("install_engine", {**dashed, "create-env": True})
         status = await client.call_tool(
-            "experiment_status",
+            "status_experiment",
             {"experiment_id": "x", "workspace": str(tmp_path), "verbose": True},
         )
     assert "dry_run" in support.error_text(typo, "install_engine")
     assert "create-env" in support.error_text(hyphen, "install_engine")
-    assert "verbose" in support.error_text(status, "experiment_status")
+    assert "verbose" in support.error_text(status, "status_experiment")
     assert not env.exists()  # nothing was installed, not even the environment
     wire.messages()
 

@@ -18,7 +18,9 @@ from conftest import CliResult, engine_marker, env_snapshot, profile_args, run_c
 from test_experiments import Experiment, write_manifest
 from test_install_crash import Install, site_packages
 
-from mcp_server import install as install_module
+from mcp_server import operations
+from mcp_server.environment import rollback as rollback_module
+from mcp_server.environment import transaction as transaction_module
 from mcp_server.errors import SetupError
 from mcp_server.fsutil import (
     append_json_line,
@@ -29,9 +31,9 @@ from mcp_server.fsutil import (
     numbered_append,
     read_json_lines,
 )
-from mcp_server.install import InstallRequest, install_engine
-from mcp_server.profile import load_profile
-from mcp_server.sourcerepo import REFERENCE_DISTRIBUTION, SourceRepository
+from mcp_server.requests import InstallRequest
+from mcp_server.source.profile import load_profile
+from mcp_server.source.sourcerepo import REFERENCE_DISTRIBUTION, SourceRepository
 
 STATE = ".automl-setup"
 
@@ -41,8 +43,14 @@ def install_next(env_dir: Path, repo: SourceRepository) -> CliResult:
 
 
 def assert_clean_refusal(output: str) -> None:
+    """One `error:` line first, not the CLI's catch-all for a bug (it never prints a traceback)."""
     assert "unexpected failure" not in output, output
-    assert "Traceback" not in output, output
+    # Progress lines ("[3/7 build] ...") may come first; then exactly one error.
+    lines = output.splitlines()
+    while lines and lines[0].startswith("["):
+        lines.pop(0)
+    assert lines and lines[0].startswith("error: "), output
+    assert sum(line.startswith("error: ") for line in lines) == 1, output
 
 
 # --------------------------------------------------------------------------------------------
@@ -236,8 +244,8 @@ def test_failed_rollback_during_install_keeps_the_cause_and_says_the_rollback_fa
     def restore_fails(*args: object) -> None:
         raise SetupError("rollback", "uv exited with status 1 (restore)", "see the uv log")
 
-    monkeypatch.setattr(install_module.Transaction, "_uv_install", uv_fails)
-    monkeypatch.setattr(install_module, "_restore_dependencies", restore_fails)
+    monkeypatch.setattr(transaction_module.Transaction, "_uv_install", uv_fails)
+    monkeypatch.setattr(rollback_module, "_restore_dependencies", restore_fails)
     profile = load_profile(
         None,
         repository=source_repo.url,
@@ -247,7 +255,7 @@ def test_failed_rollback_during_install_keeps_the_cause_and_says_the_rollback_fa
     )
     request = InstallRequest(profile=profile, python=str(installed_env), branch="dev/next")
     with pytest.raises(SetupError) as info:
-        install_engine(request)
+        operations.install(request)
     text = info.value.full_text()
     assert info.value.step == "install"
     assert "uv exited with status 2" in text  # the original cause is kept

@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 from conftest import engine_marker, make_venv, profile_args, run_cli, tree_digest
 
-from mcp_server.build import build_wheel
+from mcp_server.environment.target import TargetEnv
 from mcp_server.errors import SetupError
-from mcp_server.sourcerepo import SourceRepository
-from mcp_server.targetenv import TargetEnv
+from mcp_server.source.build import build_wheel
+from mcp_server.source.sourcerepo import SourceRepository
 
 OWN_PREFIX = Path(sys.prefix)
 
@@ -167,7 +167,7 @@ def test_concurrent_create_env_installs_leave_exactly_one_verified_engine(
         target = tmp_path / f"round-{round_no}" / "env"  # the parent is new too
         first, second = ("main", "dev/next") if round_no % 2 else ("dev/next", "main")
         branches = [first, second, first]
-        argv = [sys.executable, "-m", "mcp_server.cli", "install", "--python", str(target)]
+        argv = [sys.executable, "-m", "mcp_server.faces.cli", "install", "--python", str(target)]
         argv += ["--create-env", *profile_args(source_repo)]
         procs = [
             subprocess.Popen(
@@ -307,7 +307,7 @@ def killed_resolve(tmp_path: Path, repo_url: str, on: str, tmpdir: Path) -> None
     env.update(shim_env(git_shim(tmp_path), on=on, touch=str(marker), sleep="60"))
     env["TMPDIR"] = str(tmpdir)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "mcp_server.cli", "resolve", "--branch", "main",
+        [sys.executable, "-m", "mcp_server.faces.cli", "resolve", "--branch", "main",
          "--repository", repo_url],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         env=env, start_new_session=True,

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from mcp_server.environment.create import open_for_install
+from mcp_server.environment.target import locate
 from mcp_server.errors import ExitCode, InvalidInput, SetupError
-from mcp_server.targetenv import locate, open_for_install
 
 
 def test_create_env_given_an_interpreter_path_creates_the_venv_around_it(tmp_path: Path) -> None:

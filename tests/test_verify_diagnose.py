@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from conftest import CliResult, engine_marker, env_snapshot, make_venv, profile_args, run_cli
 
-from mcp_server.diagnose import Diagnosis
-from mcp_server.install import InstallResult
-from mcp_server.provenance import VerifyReport
-from mcp_server.sourcerepo import REFERENCE_DISTRIBUTION, SourceRepository
+from mcp_server.environment.diagnose import Diagnosis
+from mcp_server.environment.install import InstallResult
+from mcp_server.operations import ProvenanceReport as VerifyReport  # what `verify --json` prints
+from mcp_server.source.sourcerepo import REFERENCE_DISTRIBUTION, SourceRepository
 
 
 def verify(repo: SourceRepository, env_dir: Path, *extra: str) -> CliResult:
@@ -76,6 +76,7 @@ def differing_fields(result: CliResult) -> list[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.shares_installed_env
 def test_verify_passes_on_a_fresh_install(
     source_repo: SourceRepository, installed_env: Path
 ) -> None:
@@ -264,6 +265,7 @@ def test_json_outputs_parse_with_the_documented_fields(
     resolve = run_cli("resolve", "--branch", "dev/next", "--json", *profile_args(source_repo))
     assert json.loads(resolve.stdout) == {
         "repository": source_repo.url,
+        "branch": "dev/next",
         "ref": "refs/heads/dev/next",
         "commit": source_repo.head("dev/next"),
     }
@@ -297,7 +299,10 @@ def test_json_outputs_parse_with_the_documented_fields(
     assert history["entries"][-1]["wheel_sha256"] == rec.build.wheel_sha256
 
     repair = json.loads(run_cli("repair", "--python", str(installed_env), "--json").stdout)
-    assert repair == {"message": f"nothing to repair in {installed_env}"}
+    assert repair == {
+        "environment": str(installed_env),
+        "done": f"nothing to repair in {installed_env}",
+    }
 
     diag = Diagnosis.model_validate_json(diagnose(source_repo, installed_env, "--json").stdout)
     assert diag.record_status == "verified"

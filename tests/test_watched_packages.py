@@ -5,29 +5,20 @@ through a .pth file, so the probe reads a real torch distribution without a seco
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import sysconfig
 from pathlib import Path
 
 import pytest
+from conftest import make_venv
 
-from mcp_server.build import uv_binary
-from mcp_server.provenance import environment_info
-from mcp_server.targetenv import locate
-
-torch = pytest.importorskip("torch", reason="torch is an optional extra; .ci/run installs it")
-
-
-def _venv(path: Path) -> Path:
-    subprocess.run(
-        [uv_binary(), "venv", "--quiet", "--python", sys.executable, str(path)], check=True
-    )
-    return path
+from mcp_server.environment.identity import environment_info
+from mcp_server.environment.target import locate
 
 
 def test_probe_reports_torch_version_and_cuda_build(tmp_path: Path) -> None:
-    env_dir = _venv(tmp_path / "env")
+    # Only this test needs torch: the bare-venv one below runs without it.
+    torch = pytest.importorskip("torch", reason="torch is an optional extra; .ci/run installs it")
+    env_dir = make_venv(tmp_path / "env")
     site = next((env_dir / "lib").glob("python*/site-packages"))
     (site / "project-site.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     probe = locate(str(env_dir)).probe([])
@@ -38,7 +29,7 @@ def test_probe_reports_torch_version_and_cuda_build(tmp_path: Path) -> None:
 
 
 def test_probe_reports_no_torch_in_a_bare_venv(tmp_path: Path) -> None:
-    probe = locate(str(_venv(tmp_path / "bare"))).probe([])
+    probe = locate(str(make_venv(tmp_path / "bare"))).probe([])
     info = environment_info(probe, [])
     assert info.watched == {"gepa": None, "torch": None}
     assert info.torch_cuda is None

@@ -15,7 +15,7 @@ from packaging.utils import canonicalize_name
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from mcp_server.errors import InvalidInput
-from mcp_server.gitsource import validate_repository_url, validate_subdirectory
+from mcp_server.values import RepositoryUrl, Subdirectory
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -35,21 +35,11 @@ CORE_IMPORT_NAME = "automl_core"
 class EngineProfile(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    repository: str = DEFAULT_REPOSITORY
-    subdirectory: str = DEFAULT_SUBDIRECTORY
+    # Checked by their value types (a bad one refuses with its own step, cause and remedy).
+    repository: RepositoryUrl = RepositoryUrl(DEFAULT_REPOSITORY)
+    subdirectory: Subdirectory = Subdirectory(DEFAULT_SUBDIRECTORY)
     distribution: str = DEFAULT_DISTRIBUTION
     requirement: str = DEFAULT_REQUIREMENT
-
-    @field_validator("repository")
-    @classmethod
-    def _repository(cls, value: str) -> str:
-        validate_repository_url(value)
-        return value
-
-    @field_validator("subdirectory")
-    @classmethod
-    def _subdirectory(cls, value: str) -> str:
-        return validate_subdirectory(value)
 
     @field_validator("distribution")
     @classmethod

@@ -7,15 +7,16 @@ import shlex
 from packaging.utils import canonicalize_name
 from pydantic import BaseModel, ConfigDict
 
-from mcp_server.profile import (
+from mcp_server.environment.records import RecordStore
+from mcp_server.environment.target import locate
+from mcp_server.environment.verify import VerifyStatus, verify_environment
+from mcp_server.source.profile import (
     CONFUSABLE_DISTRIBUTIONS,
     CORE_IMPORT_NAME,
     DEFAULT_DISTRIBUTION,
     EngineProfile,
 )
-from mcp_server.provenance import RecordStore, VerifyStatus, verify_environment
-from mcp_server.redact import strip_credentials
-from mcp_server.targetenv import locate
+from mcp_server.values import TargetPath
 
 
 class InstalledPackage(BaseModel):
@@ -43,11 +44,10 @@ class Diagnosis(BaseModel):
 
 def install_command(profile: EngineProfile, environment: str, *, ref: list[str]) -> str:
     argv = ["automl-setup", "install", *ref, "--python", environment]
-    flags = profile.model_copy(update={"repository": strip_credentials(profile.repository)})
-    return shlex.join(argv + flags.flags())
+    return shlex.join(argv + profile.flags())  # the profile's URL holds no credentials
 
 
-def diagnose(python: str | None, profile: EngineProfile) -> Diagnosis:
+def diagnose(python: TargetPath | None, profile: EngineProfile) -> Diagnosis:
     env = locate(python)
     record = RecordStore(env.state_dir).read_record()
     if record is not None:  # the environment says which engine it holds: use that one
@@ -79,7 +79,7 @@ def diagnose(python: str | None, profile: EngineProfile) -> Diagnosis:
         for name, module in CONFUSABLE_DISTRIBUTIONS.items()
     ]
     findings = _findings(profile, engine, report.status, report.notes, confusables)
-    findings += [f"{d.field}: recorded {d.recorded}, found {d.found}" for d in report.differences]
+    findings += [d.describe() for d in report.differences]
     if not probe.is_venv and not (env.prefix / "conda-meta").is_dir():
         findings.append(
             f"note: {env.prefix} is a base interpreter, not a virtual environment: an install "

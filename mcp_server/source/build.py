@@ -23,8 +23,8 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from mcp_server.errors import SetupError
-from mcp_server.profile import CONFUSABLE_DISTRIBUTIONS, CORE_IMPORT_NAME, EngineProfile
 from mcp_server.redact import redact_text
+from mcp_server.source.profile import CONFUSABLE_DISTRIBUTIONS, CORE_IMPORT_NAME, EngineProfile
 
 if sys.version_info >= (3, 11):
     import tomllib

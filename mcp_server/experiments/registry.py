@@ -13,8 +13,12 @@ from pathlib import Path
 from typing import Literal
 
 from mcp_server.errors import SetupError
+from mcp_server.experiments.binding import read_binding
+from mcp_server.experiments.engine import engine_status
+from mcp_server.experiments.files import ExperimentFiles
 from mcp_server.fsutil import atomic_write_bytes
 from mcp_server.persisted import Persisted, load_persisted
+from mcp_server.values import ExperimentId
 
 FINISHED_STATES = frozenset({"completed", "cancelled", "failed"})
 
@@ -79,13 +83,6 @@ def unfinished_experiments(state_dir: Path) -> list[BoundExperiment]:
     """Experiments launched or resumed from this environment whose engine state is not
     finished. A deleted workspace frees its experiment; a status or entry that cannot be read
     keeps it bound (any doubt refuses the swap)."""
-    from mcp_server.experiments import (
-        ExperimentFiles,
-        engine_status,
-        read_binding,
-        validate_experiment_id,
-    )
-
     unfinished = []
     for entry in registered_experiments(state_dir):
         if isinstance(entry, BoundExperiment):
@@ -93,7 +90,7 @@ def unfinished_experiments(state_dir: Path) -> list[BoundExperiment]:
             continue
         workspace = Path(entry.workspace)
         try:
-            files = ExperimentFiles(workspace, validate_experiment_id(entry.experiment_id))
+            files = ExperimentFiles(workspace, ExperimentId(entry.experiment_id))
             present = files.dir.exists() and files.engine_dir.exists()
         except (SetupError, OSError, ValueError):  # doubt keeps it bound
             present = None
@@ -113,3 +110,9 @@ def unfinished_experiments(state_dir: Path) -> list[BoundExperiment]:
         if status is None or status.get("state") not in FINISHED_STATES:
             unfinished.append(BoundExperiment(entry.experiment_id, entry.workspace))
     return unfinished
+
+
+def bound_experiments(state_dir: Path) -> list[str]:
+    """The install guard's question (rule 5): "id (workspace)" of every unfinished experiment
+    bound to the environment whose state dir this is."""
+    return [f"{e.experiment_id} ({e.workspace})" for e in unfinished_experiments(state_dir)]

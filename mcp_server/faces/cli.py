@@ -13,12 +13,11 @@ from typing import Any, NoReturn
 
 from pydantic import BaseModel
 
-from mcp_server import __version__, messages
+from mcp_server import __version__
 from mcp_server.errors import ExitCode, SetupError
-from mcp_server.profile import EngineProfile, load_profile
+from mcp_server.faces import messages
 from mcp_server.redact import redact_text
-
-Handler = Callable[[argparse.Namespace], "Outcome"]
+from mcp_server.source.profile import EngineProfile, load_profile
 
 
 class Outcome:
@@ -39,7 +38,7 @@ def _profile(args: argparse.Namespace) -> EngineProfile:
 
 
 def _progress_printer(enabled: bool) -> Callable[[str, str], None]:
-    from mcp_server.install import STEPS
+    from mcp_server.environment.install import STEPS
 
     def emit(step: str, message: str) -> None:
         if not enabled:
@@ -51,104 +50,37 @@ def _progress_printer(enabled: bool) -> Callable[[str, str], None]:
 
 
 # --------------------------------------------------------------------------------------------
-# Commands
+# Commands: every operation the same way (its request from the parsed flags, the operation,
+# the text messages.py writes for its result); the demo is the one command of its own.
 
 
-def cmd_resolve(args: argparse.Namespace) -> Outcome:
-    from mcp_server.gitsource import resolve_branch
-
-    profile = _profile(args)
-    res = resolve_branch(profile.repository, args.branch)
-    payload = {"repository": res.repository, "ref": res.ref, "commit": res.commit}
-    return Outcome(payload, messages.resolution_text(res.ref, res.commit, res.repository))
-
-
-def cmd_install(args: argparse.Namespace) -> Outcome:
-    from mcp_server.install import InstallRequest, install_engine
-
-    branch = args.branch if args.branch is not None or args.commit is not None else "main"
-    request = InstallRequest(
-        profile=_profile(args),
-        python=args.python,
-        branch=branch,
-        commit=args.commit,
-        create_env=args.create_env,
-        extras=args.extra or [],
-    )
-    result = install_engine(request, _progress_printer(not args.json))
-    return Outcome(result, messages.install_text(result))
-
-
-def cmd_verify(args: argparse.Namespace) -> Outcome:
-    from mcp_server.diagnose import diagnose
-    from mcp_server.install import verify
-
-    profile = _profile(args)
-    report = verify(args.python, profile)
-    text = messages.verify_text(report)
-    if report.exit_code == ExitCode.NOTHING_INSTALLED:
-        text += "\n\n" + messages.diagnosis_text(diagnose(args.python, profile))
-    return Outcome(report, text, report.exit_code)
-
-
-def cmd_diagnose(args: argparse.Namespace) -> Outcome:
-    from mcp_server.diagnose import diagnose
-
-    result = diagnose(args.python, _profile(args))
-    return Outcome(result, messages.diagnosis_text(result), 0 if result.healthy else 1)
-
-
-def cmd_history(args: argparse.Namespace) -> Outcome:
-    from mcp_server.install import history
-
-    entries, torn, where = history(args.python)
-    payload = {
-        "environment": where,
-        "entries": [e.model_dump() for e in entries],
-        "torn_line": torn,
+def request_fields(args: argparse.Namespace, model: type[BaseModel]) -> dict[str, Any]:
+    """The request's fields from the flags of the same name (the profile from its group)."""
+    fields = {
+        name: _profile(args) if name == "profile" else getattr(args, name)
+        for name in model.model_fields
     }
-    return Outcome(payload, messages.history_text(entries, torn, where))
+    if args.operation == "install" and fields["branch"] is None and fields["commit"] is None:
+        from mcp_server.requests import DEFAULT_BRANCH
+
+        fields["branch"] = DEFAULT_BRANCH  # a person at the command line; agents are asked
+    return fields
 
 
-def cmd_repair(args: argparse.Namespace) -> Outcome:
-    from mcp_server.install import repair_environment
+def run_operation(args: argparse.Namespace) -> Outcome:
+    from mcp_server.operations import OPERATIONS, install
 
-    message = repair_environment(args.python)
-    return Outcome({"message": message}, message)
-
-
-def cmd_launch(args: argparse.Namespace) -> Outcome:
-    from mcp_server.experiments import launch_experiment
-
-    started = launch_experiment(args.manifest, args.workspace, args.python, args.detach)
-    return Outcome(started, messages.started_text(started), started.exit_code or 0)
-
-
-def cmd_resume(args: argparse.Namespace) -> Outcome:
-    from mcp_server.experiments import resume_experiment
-
-    started = resume_experiment(
-        args.experiment_id, args.workspace, args.manifest, args.python, args.detach
-    )
-    return Outcome(started, messages.started_text(started), started.exit_code or 0)
-
-
-def cmd_status(args: argparse.Namespace) -> Outcome:
-    from mcp_server.experiments import experiment_status, format_status
-
-    status = experiment_status(args.experiment_id, args.workspace)
-    return Outcome(status, format_status(status))
-
-
-def cmd_experiments(args: argparse.Namespace) -> Outcome:
-    from mcp_server.experiments import list_experiments
-
-    listing = list_experiments(args.workspace)
-    return Outcome(listing, messages.listing_text(listing), 1 if listing.unreadable else 0)
+    (operation,) = (op for op in OPERATIONS if op.command == args.operation)
+    request = operation.request(**request_fields(args, operation.request))
+    if operation.run is install:
+        result = install(request, _progress_printer(not args.json))  # type: ignore[arg-type]
+    else:
+        result = operation.run(request)
+    return Outcome(result, messages.render(args.operation, result), messages.exit_code(result))
 
 
 def cmd_demo(args: argparse.Namespace) -> Outcome:
-    from mcp_server.demo import run_demo
+    from mcp_server.faces.demo import run_demo
 
     code = run_demo(args.workdir, lambda line: print(line, flush=True))
     return Outcome({"exit_code": code}, "", code)
@@ -185,6 +117,9 @@ def _add_json(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
+PYTHON_HELP = "interpreter or venv directory (default: $VIRTUAL_ENV)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="automl-setup",
@@ -193,63 +128,74 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"automl-setup {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("resolve", help="resolve refs/heads/BRANCH to a full commit")
+    def operation(
+        name: str, text: str, *, aliases: tuple[str, ...] = ()
+    ) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=text, aliases=list(aliases))
+        p.set_defaults(handler=run_operation, operation=name)
+        return p
+
+    p = operation("resolve", "resolve refs/heads/BRANCH to a full commit")
     p.add_argument("--branch", default="main", help="branch name (default: main)")
     _add_profile_flags(p)
     _add_json(p)
-    p.set_defaults(handler=cmd_resolve)
 
-    p = sub.add_parser("install", help="install the engine from a branch or commit")
+    p = operation("install", "install the engine from a branch or commit")
     which = p.add_mutually_exclusive_group()
     which.add_argument("--branch", help="branch to resolve and install (default: main)")
     which.add_argument("--commit", help="full commit id to install")
-    p.add_argument("--python", help="interpreter or venv directory (default: $VIRTUAL_ENV)")
+    p.add_argument("--python", help=PYTHON_HELP)
     p.add_argument("--create-env", action="store_true", help="create the venv if it is missing")
-    p.add_argument("--extra", action="append", metavar="NAME", help="engine extra (repeatable)")
+    p.add_argument(
+        "--extra", dest="extras", action="append", default=[], metavar="NAME",
+        help="engine extra (repeatable)",
+    )  # fmt: skip
     _add_profile_flags(p)
     _add_json(p)
-    p.set_defaults(handler=cmd_install)
 
-    for name, handler, text in (
-        ("verify", cmd_verify, "check the installed engine against its record"),
-        ("diagnose", cmd_diagnose, "explain what is (not) installed and how to fix it"),
-    ):
-        p = sub.add_parser(name, help=text)
-        p.add_argument("--python", help="interpreter or venv directory (default: $VIRTUAL_ENV)")
-        _add_profile_flags(p)
-        _add_json(p)
-        p.set_defaults(handler=handler)
+    p = operation("verify", "check the installed engine against its record (and an experiment)")
+    p.add_argument("--python", help=PYTHON_HELP)
+    p.add_argument("--experiment-id", help="also compare with this experiment's binding")
+    p.add_argument("--workspace", help="the workspace of --experiment-id")
+    _add_profile_flags(p)
+    _add_json(p)
 
-    for name, handler, text in (
-        ("history", cmd_history, "list every install into an environment"),
-        ("repair", cmd_repair, "roll back an interrupted install"),
+    p = operation("diagnose", "explain what is (not) installed and how to fix it")
+    p.add_argument("--python", help=PYTHON_HELP)
+    _add_profile_flags(p)
+    _add_json(p)
+
+    for name, text in (
+        ("repair", "roll back an interrupted install"),
+        ("history", "list every install into an environment"),
     ):
-        p = sub.add_parser(name, help=text)
-        p.add_argument("--python", help="interpreter or venv directory (default: $VIRTUAL_ENV)")
+        p = operation(name, text)
+        p.add_argument("--python", help=PYTHON_HELP)
         _add_json(p)
-        p.set_defaults(handler=handler)
-    p = sub.add_parser("launch", help="start a new experiment bound to the verified engine")
+
+    p = operation("launch", "start a new experiment bound to the verified engine")
     p.add_argument("--manifest", required=True, help="experiment manifest (YAML or JSON)")
     p.add_argument("--workspace", required=True, help="directory of experiments")
     p.add_argument("--python", help="environment of the engine (default: $VIRTUAL_ENV)")
     p.add_argument("--detach", action="store_true", help="return at once with pid and log")
     _add_json(p)
-    p.set_defaults(handler=cmd_launch)
 
-    p = sub.add_parser("resume", help="resume an experiment on exactly its bound engine")
+    p = operation("resume", "resume an experiment on exactly its bound engine")
     p.add_argument("--experiment-id", required=True, help="exact experiment id (no guessing)")
     p.add_argument("--workspace", required=True, help="directory of experiments")
     p.add_argument("--manifest", required=True, help="the manifest the experiment started with")
     p.add_argument("--python", help="environment of the engine (default: $VIRTUAL_ENV)")
     p.add_argument("--detach", action="store_true", help="return at once with pid and log")
     _add_json(p)
-    p.set_defaults(handler=cmd_resume)
 
-    p = sub.add_parser("status", help="state, trials, best and bound engine of an experiment")
+    p = operation("status", "state, trials, best and bound engine of an experiment")
     p.add_argument("--experiment-id", required=True)
     p.add_argument("--workspace", required=True)
     _add_json(p)
-    p.set_defaults(handler=cmd_status)
+
+    p = operation("list", "list the experiments of a workspace", aliases=("experiments",))
+    p.add_argument("--workspace", required=True)
+    _add_json(p)
 
     p = sub.add_parser("demo", help="the whole story on the embedded reference engine")
     p.add_argument("--workdir", type=Path, help="where to put everything (default: a temp dir)")
@@ -260,11 +206,6 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("mcp", help="run the MCP server over stdio (same as automl-setup-mcp)")
     p.set_defaults(handler=None)
-
-    p = sub.add_parser("experiments", help="list the experiments of a workspace")
-    p.add_argument("--workspace", required=True)
-    _add_json(p)
-    p.set_defaults(handler=cmd_experiments)
     return parser
 
 
@@ -277,14 +218,14 @@ def _dump(payload: BaseModel | dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["skills"]:
-        from mcp_server.skills import cli_main
+        from mcp_server.skills.cli import cli_main
 
         return cli_main(argv[1:])
     parser = build_parser()
     _Parser.json_errors = "--json" in argv
     args = parser.parse_args(argv)
     if args.command == "mcp":
-        from mcp_server.server import main as serve
+        from mcp_server.faces.server import main as serve
 
         return serve()
     as_json = getattr(args, "json", False)

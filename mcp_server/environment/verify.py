@@ -1,7 +1,5 @@
-"""What was installed: identity models, the record store kept with the environment, verification.
-
-The pydantic models here are the single source of the record formats; the JSON Schemas in
-`mcp_server/schemas/` are generated from them (`python -m mcp_server.schemagen`).
+"""Verification: the installed engine against its record, file by file, and an install that
+is still running or was interrupted told apart from either.
 """
 
 from __future__ import annotations
@@ -12,134 +10,32 @@ import io
 import json
 import os
 import re
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Literal
 
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
 from pydantic import Field
 
-from mcp_server.build import record_hash
-from mcp_server.errors import ExitCode, SetupError
-from mcp_server.fsutil import (
-    append_json_line,
-    atomic_write_bytes,
-    exclusive_holder,
-    read_file,
-    read_json_lines,
+from mcp_server.environment.identity import compute_identity_digest, diff_fields, environment_info
+from mcp_server.environment.probe import Probe
+from mcp_server.environment.records import (
+    BuildIdentity,
+    FieldDiff,
+    InstallRecord,
+    RecordStore,
+    SourceIdentity,
 )
-from mcp_server.persisted import Persisted, load_persisted
-from mcp_server.targetenv import WATCHED_PACKAGES, Probe, TargetEnv
-
-SCHEMA_VERSION = 1
-
-
-class _Record(Persisted):
-    """Frozen, no extra fields, every field required when read from a file."""
-
-
-class SourceIdentity(_Record):
-    repository: str = Field(description="Repository URL with any credentials stripped.")
-    subdirectory: str = Field(description="Path of the engine package inside the repository.")
-    requested_ref: str | None = Field(
-        description="refs/heads/<branch> that was resolved, or null for an install by commit."
-    )
-    commit: str = Field(description="Full commit id that was fetched and built.")
-    subtree_id: str = Field(description="Git tree id of the subdirectory at that commit.")
-    commit_time: int = Field(description="Committer time, seconds since the epoch.")
-
-
-class BuildIdentity(_Record):
-    distribution: str
-    version: str
-    wheel_filename: str
-    wheel_sha256: str = Field(description="sha256 of the wheel (built with SOURCE_DATE_EPOCH).")
-    record_digest: str = Field(description="sha256 of the wheel's RECORD file.")
-    backend: str = Field(description="PEP 517 build backend named by the source.")
-
-
-class InstallInfo(_Record):
-    interpreter: str
-    environment: str = Field(description="sys.prefix of the target interpreter.")
-    installer: str
-    installer_version: str
-    tool_version: str = Field(description="automl-setup version that made the record.")
-    extras: list[str] = Field(default_factory=list)
-    transaction: str = Field(description="Id of the install transaction that wrote the record.")
-    time: str = Field(description="UTC time of the install, ISO 8601.")
-
-
-class EnvironmentInfo(_Record):
-    python_version: str
-    implementation: str
-    platform: str
-    dependencies: dict[str, str | None] = Field(
-        description="Installed versions of the engine's direct dependencies (null: missing)."
-    )
-    watched: dict[str, str | None] = Field(
-        description="Installed versions of watched packages (gepa, torch); null when absent."
-    )
-    torch_cuda: str | None = Field(description="CUDA version torch was built for, if any.")
-
-
-class InstallRecord(_Record):
-    schema_version: Literal[1] = SCHEMA_VERSION
-    source: SourceIdentity
-    build: BuildIdentity
-    install: InstallInfo
-    environment: EnvironmentInfo
-    identity_digest: str
-
-
-class HistoryEntry(_Record):
-    schema_version: Literal[1] = SCHEMA_VERSION
-    time: str
-    event: Literal["installed", "rolled-back"]
-    transaction: str
-    commit: str
-    requested_ref: str | None
-    distribution: str
-    version: str | None = None
-    identity_digest: str | None = None
-    wheel_sha256: str | None = None
-    detail: str = ""
-
-
-class FieldDiff(_Record):
-    field: str
-    recorded: str | None
-    found: str | None
-
-
-class Journal(_Record):
-    """`journal.json`, written before an install changes the environment: everything a
-    rollback needs to undo it. Read strictly: a rollback never guesses at a missing field."""
-
-    schema_version: Literal[1] = SCHEMA_VERSION
-    txid: str = Field(pattern=r"^[0-9a-f]{12}$", description="Names transactions/<txid>/.")
-    pid: int
-    started: str
-    commit: str
-    requested_ref: str | None
-    distribution: str
-    previous_distribution: str | None
-    backup: list[Annotated[list[str], Field(min_length=2, max_length=2)]] = Field(
-        description="(original path, file name under transactions/<txid>/backup/) per file."
-    )
-    versions_before: dict[str, str]
-    new_wheel_record: str | None = Field(
-        description="Digest of a wheel RECORD this install stored first (a rollback removes it)."
-    )
-    new_files: list[str]
-
+from mcp_server.environment.target import TargetEnv
+from mcp_server.errors import ExitCode
+from mcp_server.fsutil import exclusive_holder
+from mcp_server.persisted import Persisted
+from mcp_server.source.build import record_hash
 
 VerifyStatus = Literal[
     "verified", "mismatch", "no-engine", "no-record", "in-progress", "interrupted"
 ]
 
 
-class VerifyReport(_Record):
+class VerifyReport(Persisted):
     status: VerifyStatus
     environment: str
     distribution: str
@@ -160,169 +56,18 @@ class VerifyReport(_Record):
         return ExitCode.REFUSED
 
 
-def utc_now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def identity_fields(
-    source: SourceIdentity, build: BuildIdentity, environment: EnvironmentInfo
-) -> dict[str, Any]:
-    """The resume-relevant fields. The requested ref, paths and times are not identity: the
-    same commit installed through another branch name is the same engine build."""
-    return {
-        "source": source.model_dump(exclude={"requested_ref"}),
-        "build": build.model_dump(),
-        "environment": environment.model_dump(),
-    }
-
-
-def canonical_json(value: Any) -> bytes:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
-
-
-def compute_identity_digest(
-    source: SourceIdentity, build: BuildIdentity, environment: EnvironmentInfo
-) -> str:
-    return hashlib.sha256(canonical_json(identity_fields(source, build, environment))).hexdigest()
-
-
-def flatten(value: Any, prefix: str = "") -> dict[str, str | None]:
-    """Nested dict -> {'a.b': 'str'} for field-level comparisons."""
-    if isinstance(value, dict):
-        out: dict[str, str | None] = {}
-        for key, item in value.items():
-            out.update(flatten(item, f"{prefix}.{key}" if prefix else str(key)))
-        return out
-    return {prefix: None if value is None else str(value)}
-
-
-def diff_fields(recorded: dict[str, Any], found: dict[str, Any]) -> list[FieldDiff]:
-    left, right = flatten(recorded), flatten(found)
-    return [
-        FieldDiff(field=key, recorded=left.get(key), found=right.get(key))
-        for key in sorted(set(left) | set(right))
-        if left.get(key) != right.get(key)
-    ]
-
-
-def environment_info(probe: Probe, direct_dependencies: list[str]) -> EnvironmentInfo:
-    return EnvironmentInfo(
-        python_version=probe.python_version,
-        implementation=probe.implementation,
-        platform=probe.platform,
-        dependencies={name: probe.versions.get(name) for name in sorted(direct_dependencies)},
-        watched={name: probe.versions.get(name) for name in WATCHED_PACKAGES},
-        torch_cuda=probe.torch_cuda if "torch" in probe.versions else None,
-    )
-
-
-def direct_dependency_names(
-    requires: tuple[str, ...] | list[str], extras: list[str] | None = None
-) -> list[str]:
-    """Canonical names of the engine's requirements, except those of extras not installed.
-    Requirements behind other markers are kept: their version is recorded (null if absent)."""
-    names = set()
-    for spec in requires:
-        try:
-            req = Requirement(spec)
-        except InvalidRequirement:
-            continue
-        if (
-            req.marker is None
-            or "extra" not in str(req.marker)
-            or any(req.marker.evaluate({"extra": extra}) for extra in extras or [])
-        ):
-            names.add(canonicalize_name(req.name))
-    return sorted(names)
-
-
-# --------------------------------------------------------------------------------------------
-# The store kept with the environment
-
-
-class RecordStore:
-    """`<sys.prefix>/.automl-setup/`: record, history, wheel RECORDs, journal, lock."""
-
-    def __init__(self, state_dir: Path) -> None:
-        self.dir = state_dir
-        self.record_path = state_dir / "engine-record.json"
-        self.history_path = state_dir / "history.jsonl"
-        self.journal_path = state_dir / "journal.json"
-        self.lock_path = state_dir / "lock"
-        self.wheel_records = state_dir / "wheel-records"
-        self.transactions = state_dir / "transactions"
-
-    def read_record(self) -> InstallRecord | None:
-        data = read_file(self.record_path)
-        if data is None:
-            return None
-        return load_persisted(
-            InstallRecord,
-            data,
-            what="install record",
-            path=self.record_path,
-            remedy="the record was edited or damaged; reinstall into a fresh environment",
-        )
-
-    def write_record(self, record: InstallRecord) -> None:
-        atomic_write_bytes(self.record_path, record.model_dump_json(indent=2).encode() + b"\n")
-
-    def wheel_record_path(self, digest: str) -> Path:
-        return self.wheel_records / f"{digest}.RECORD"
-
-    def store_wheel_record(self, text: str) -> None:
-        data = text.encode("utf-8")
-        path = self.wheel_record_path(hashlib.sha256(data).hexdigest())
-        if not path.exists():  # content-addressed: never rewritten with other bytes
-            atomic_write_bytes(path, data)
-
-    def append_history(self, entry: HistoryEntry) -> None:
-        append_json_line(self.history_path, entry.model_dump())
-
-    def read_history(self) -> tuple[list[HistoryEntry], int | None]:
-        lines = read_json_lines(self.history_path, what="install history")
-        entries = [
-            load_persisted(
-                HistoryEntry,
-                entry,
-                what="install history entry",
-                path=self.history_path,
-                remedy="the history was edited or damaged; restore it from a backup (it is "
-                "never rewritten automatically)",
-                line=number,
-            )
-            for number, entry in enumerate(lines.entries, start=1)
-        ]
-        return entries, lines.torn_line
-
-    def journal(self) -> Journal | None:
-        """The journal of an unfinished install, or None. A damaged one refuses: undoing an
-        install from guessed fields could remove the whole environment."""
-        data = read_file(self.journal_path)
-        if data is None:
-            return None
-        try:
-            return load_persisted(
-                Journal,
-                data,
-                what="install journal",
-                path=self.journal_path,
-                remedy=f"inspect {self.journal_path} and the previous engine's files backed up "
-                f"under {self.transactions}/ (both are kept as they are); to start afresh, "
-                "install into a new environment (--python NEW --create-env)",
-            )
-        except SetupError as exc:
-            raise SetupError(
-                exc.step, f"{exc.cause}: the journal is damaged; nothing was changed", exc.remedy
-            ) from None
-
-
-# --------------------------------------------------------------------------------------------
-# Verification
-
-
 def parse_record_csv(text: str) -> list[tuple[str, str, str]]:
     return [(row[0], row[1], row[2]) for row in csv.reader(io.StringIO(text)) if len(row) >= 3]
+
+
+def installed_paths(dist_info: Path) -> list[Path]:
+    """Every file an installed distribution's RECORD names (none without a RECORD)."""
+    record = dist_info / "RECORD"
+    if not record.exists():
+        return []
+    root = dist_info.parent
+    paths = [Path(os.path.normpath(root / p)) for p, _h, _s in parse_record_csv(record.read_text())]
+    return sorted(set(paths))
 
 
 def check_direct_url(raw: str | None, source: SourceIdentity) -> list[FieldDiff]:

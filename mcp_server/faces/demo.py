@@ -17,11 +17,18 @@ from pathlib import Path
 
 import yaml
 
+from mcp_server import operations
 from mcp_server.errors import SetupError
-from mcp_server.experiments import experiment_status, launch_experiment, resume_experiment
-from mcp_server.install import InstallRequest, install_engine, verify
-from mcp_server.profile import EngineProfile
-from mcp_server.sourcerepo import (
+from mcp_server.experiments.started import StartedEngine
+from mcp_server.requests import (
+    InstallRequest,
+    LaunchRequest,
+    ProvenanceQuery,
+    ResumeRequest,
+    StatusQuery,
+)
+from mcp_server.source.profile import EngineProfile
+from mcp_server.source.sourcerepo import (
     DEFAULT_SUBDIRECTORY,
     REFERENCE_DISTRIBUTION,
     create_reference_repository,
@@ -97,7 +104,7 @@ def run_demo(workdir: Path | None, say: Callable[[str], None]) -> int:
 
         header("install the engine from main into a fresh environment")
         env_main = root / "env-main"
-        result = install_engine(
+        result = operations.install(
             InstallRequest(profile=profile, python=str(env_main), branch="main", create_env=True),
             lambda s, m: say(f"   [{s}] {m}"),
         )
@@ -106,31 +113,45 @@ def run_demo(workdir: Path | None, say: Callable[[str], None]) -> int:
         header("launch an experiment bound to that build, then interrupt it with SIGTERM")
         manifest = _manifest(root)
         workspace = root / "workspace"
-        launched = launch_experiment(str(manifest), str(workspace), str(env_main), detach=True)
+        launched = operations.launch(
+            LaunchRequest(
+                manifest=str(manifest), workspace=str(workspace), python=str(env_main), detach=True
+            )
+        )
+        status_query = StatusQuery(experiment_id=EXPERIMENT_ID, workspace=str(workspace))
         say(f"   engine pid {launched.pid}; binding {launched.binding_path}")
 
         def trials_done() -> int:
-            return experiment_status(EXPERIMENT_ID, str(workspace)).trials_done or 0
+            return operations.status(status_query).trials_done or 0
 
         _wait_for("two finished trials", lambda: trials_done() >= 2)
         os.kill(launched.pid, signal.SIGTERM)
         _wait_for("the engine to stop", lambda: _pid_gone(launched.pid))
-        status = experiment_status(EXPERIMENT_ID, str(workspace))
+        status = operations.status(status_query)
         say(f"   after SIGTERM: state {status.state}, {status.trials_done} of {TRIALS} trials")
         if status.state != "interrupted" or (status.trials_done or 0) >= TRIALS:
             raise DemoFailure(f"expected an interrupted experiment, found {status.state}")
 
         header("resume it on the same, verified engine build")
-        resumed = resume_experiment(
-            EXPERIMENT_ID, str(workspace), str(manifest), str(env_main), detach=False
-        )
-        status = experiment_status(EXPERIMENT_ID, str(workspace))
+
+        def resume(env: Path) -> StartedEngine:
+            return operations.resume(
+                ResumeRequest(
+                    experiment_id=EXPERIMENT_ID,
+                    workspace=str(workspace),
+                    manifest=str(manifest),
+                    python=str(env),
+                )
+            )
+
+        resumed = resume(env_main)
+        status = operations.status(status_query)
         say(f"   engine exit code {resumed.exit_code}; state {status.state}")
         if status.state != "completed" or status.trials_done != TRIALS:
             raise DemoFailure(f"expected {TRIALS} completed trials, found {status.trials_done}")
 
         header("verified provenance and the best trial")
-        report = verify(str(env_main), profile)
+        report = operations.verify(ProvenanceQuery(profile=profile, python=str(env_main)))
         if report.status != "verified":
             raise DemoFailure(f"verification of {env_main} says {report.status}")
         best = status.best or {}
@@ -146,11 +167,11 @@ def run_demo(workdir: Path | None, say: Callable[[str], None]) -> int:
 
         header(f"install {DEV_BRANCH} into a second environment; resuming there must refuse")
         env_dev = root / "env-dev"
-        install_engine(
+        operations.install(
             InstallRequest(profile=profile, python=str(env_dev), branch=DEV_BRANCH, create_env=True)
         )
         try:
-            resume_experiment(EXPERIMENT_ID, str(workspace), str(manifest), str(env_dev), False)
+            resume(env_dev)
         except SetupError as refusal:
             say("   refused, as it must be:")
             say("   " + refusal.full_text().replace("\n", "\n   "))

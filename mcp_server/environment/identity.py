@@ -1,0 +1,92 @@
+"""The identity of an engine build: which fields are identity, their digest, the environment's
+fingerprint (Python, platform, dependency versions) and field-level differences.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+from mcp_server.environment.probe import WATCHED_PACKAGES, Probe
+from mcp_server.environment.records import (
+    BuildIdentity,
+    EnvironmentInfo,
+    FieldDiff,
+    SourceIdentity,
+)
+
+
+def identity_fields(
+    source: SourceIdentity, build: BuildIdentity, environment: EnvironmentInfo
+) -> dict[str, Any]:
+    """The resume-relevant fields. The requested ref, paths and times are not identity: the
+    same commit installed through another branch name is the same engine build."""
+    return {
+        "source": source.model_dump(exclude={"requested_ref"}),
+        "build": build.model_dump(),
+        "environment": environment.model_dump(),
+    }
+
+
+def canonical_json(value: Any) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def compute_identity_digest(
+    source: SourceIdentity, build: BuildIdentity, environment: EnvironmentInfo
+) -> str:
+    return hashlib.sha256(canonical_json(identity_fields(source, build, environment))).hexdigest()
+
+
+def flatten(value: Any, prefix: str = "") -> dict[str, str | None]:
+    """Nested dict -> {'a.b': 'str'} for field-level comparisons."""
+    if isinstance(value, dict):
+        out: dict[str, str | None] = {}
+        for key, item in value.items():
+            out.update(flatten(item, f"{prefix}.{key}" if prefix else str(key)))
+        return out
+    return {prefix: None if value is None else str(value)}
+
+
+def diff_fields(recorded: dict[str, Any], found: dict[str, Any]) -> list[FieldDiff]:
+    left, right = flatten(recorded), flatten(found)
+    return [
+        FieldDiff(field=key, recorded=left.get(key), found=right.get(key))
+        for key in sorted(set(left) | set(right))
+        if left.get(key) != right.get(key)
+    ]
+
+
+def environment_info(probe: Probe, direct_dependencies: list[str]) -> EnvironmentInfo:
+    return EnvironmentInfo(
+        python_version=probe.python_version,
+        implementation=probe.implementation,
+        platform=probe.platform,
+        dependencies={name: probe.versions.get(name) for name in sorted(direct_dependencies)},
+        watched={name: probe.versions.get(name) for name in WATCHED_PACKAGES},
+        torch_cuda=probe.torch_cuda if "torch" in probe.versions else None,
+    )
+
+
+def direct_dependency_names(
+    requires: tuple[str, ...] | list[str], extras: list[str] | None = None
+) -> list[str]:
+    """Canonical names of the engine's requirements, except those of extras not installed.
+    Requirements behind other markers are kept: their version is recorded (null if absent)."""
+    names = set()
+    for spec in requires:
+        try:
+            req = Requirement(spec)
+        except InvalidRequirement:
+            continue
+        if (
+            req.marker is None
+            or "extra" not in str(req.marker)
+            or any(req.marker.evaluate({"extra": extra}) for extra in extras or [])
+        ):
+            names.add(canonicalize_name(req.name))
+    return sorted(names)

@@ -1,0 +1,227 @@
+"""Probing an interpreter: a small stdlib-only script run in it in isolated mode (`-I`), and
+its answer read strictly, so what is reported is what that environment itself sees.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
+
+from mcp_server.errors import SetupError
+from mcp_server.persisted import describe_error
+
+PROBE_TIMEOUT_S = 120.0
+WATCHED_PACKAGES = ("gepa", "torch")
+
+# Runs inside the target interpreter (any Python >= 3.8): stdlib only, prints one JSON object.
+_PROBE = r"""
+import json, os, re, sys, sysconfig, platform
+import importlib.util
+from importlib import metadata
+
+def dist_info(name):
+    try:
+        d = metadata.distribution(name)
+    except metadata.PackageNotFoundError:
+        return None
+    path = getattr(d, "_path", None)
+    return {
+        "name": d.metadata["Name"],
+        "version": d.version,
+        "dist_info": str(path) if path else None,
+        "direct_url": d.read_text("direct_url.json"),
+        "installer": (d.read_text("INSTALLER") or "").strip() or None,
+        "requires": list(d.requires or []),
+        "console_scripts": sorted(
+            ep.name for ep in d.entry_points if ep.group == "console_scripts"
+        ),
+    }
+
+def torch_cuda():
+    spec = importlib.util.find_spec("torch")
+    if not spec or not spec.submodule_search_locations:
+        return None
+    for loc in spec.submodule_search_locations:
+        try:
+            text = open(os.path.join(loc, "version.py"), encoding="utf-8").read()
+        except OSError:
+            continue
+        m = re.search(r"^cuda\s*(?::\s*[^=]+)?=\s*(.+)$", text, re.M)
+        value = m.group(1).strip().strip("'\"") if m else "None"
+        return None if value == "None" else value
+    return None
+
+names = json.loads(sys.argv[1])
+versions = {}
+for d in metadata.distributions():
+    n = d.metadata["Name"]
+    if n:
+        versions[re.sub(r"[-_.]+", "-", n).lower()] = d.version
+print(json.dumps({
+    "executable": sys.executable,
+    "prefix": sys.prefix,
+    "base_prefix": sys.base_prefix,
+    "purelib": sysconfig.get_paths()["purelib"],
+    "scripts": sysconfig.get_paths()["scripts"],
+    "python_version": platform.python_version(),
+    "implementation": platform.python_implementation(),
+    "platform": sysconfig.get_platform(),
+    "dists": {n: dist_info(n) for n in names["dists"]},
+    "modules": {m: importlib.util.find_spec(m) is not None for m in names["modules"]},
+    "versions": versions,
+    "torch_cuda": torch_cuda(),
+}))
+"""
+
+
+def _absolute(value: str) -> str:
+    if not Path(value).is_absolute():
+        raise ValueError(f"{value!r} is not an absolute path")
+    return value
+
+
+AbsolutePath = Annotated[str, AfterValidator(_absolute)]
+
+
+class _Answer(BaseModel):
+    """The probe's answer is checked for shape and types: a program that is not the Python
+    the probe expects must be refused, not read with a KeyError waiting to happen."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class _DistAnswer(_Answer):
+    name: str
+    version: str
+    dist_info: str | None
+    direct_url: str | None
+    installer: str | None
+    requires: list[str]
+    console_scripts: list[str]
+
+
+class _ProbeAnswer(_Answer):
+    executable: str
+    prefix: AbsolutePath
+    base_prefix: str
+    purelib: AbsolutePath
+    scripts: AbsolutePath
+    python_version: str
+    implementation: str
+    platform: str
+    dists: dict[str, _DistAnswer | None]
+    modules: dict[str, bool]
+    versions: dict[str, str]
+    torch_cuda: str | None
+
+
+@dataclass(frozen=True)
+class InstalledDist:
+    name: str
+    version: str
+    dist_info: Path | None
+    direct_url: str | None
+    installer: str | None
+    requires: tuple[str, ...]
+    console_scripts: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Probe:
+    executable: str
+    prefix: Path
+    purelib: Path
+    scripts: Path
+    python_version: str
+    implementation: str
+    platform: str
+    dists: dict[str, InstalledDist | None]
+    modules: dict[str, bool]
+    versions: dict[str, str]  # canonical name -> version, every distribution in the environment
+    torch_cuda: str | None
+    is_venv: bool = field(default=False)
+
+
+def probe_interpreter(
+    interpreter: Path, dists: list[str], modules: list[str] | None = None
+) -> Probe:
+    """What `interpreter` itself sees: its paths, platform, the distributions `dists` (None
+    when absent), whether `modules` import, and every installed version."""
+    argv = [str(interpreter), "-I", "-c", _PROBE]
+    argv.append(json.dumps({"dists": dists, "modules": modules or []}))
+    try:
+        out = run_checked(argv)
+    except (subprocess.SubprocessError, OSError) as exc:
+        raise SetupError(
+            "inspect environment",
+            f"the interpreter {interpreter} could not be inspected ({process_failure(exc)})",
+            "the target must be Python 3.8 or newer; pass --python pointing at one",
+        ) from None
+    try:
+        data = _ProbeAnswer.model_validate_json(out.stdout)
+    except ValidationError as exc:
+        raise SetupError(
+            "inspect environment",
+            f"{interpreter} is not a Python interpreter automl-setup can use: its "
+            f"answer to the probe is malformed ({describe_error(exc)})",
+            "pass --python pointing at a working Python 3.8+ interpreter or venv",
+        ) from None
+    return Probe(
+        executable=data.executable,
+        prefix=Path(data.prefix),
+        purelib=Path(data.purelib),
+        scripts=Path(data.scripts),
+        python_version=data.python_version,
+        implementation=data.implementation,
+        platform=data.platform,
+        dists={k: _installed(v) for k, v in data.dists.items()},
+        modules=data.modules,
+        versions=data.versions,
+        torch_cuda=data.torch_cuda,
+        is_venv=data.prefix != data.base_prefix,
+    )
+
+
+def run_checked(
+    argv: list[str], env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """A short helper process (the target interpreter, `uv venv`): output captured, stdin
+    closed, bounded in time; a failure raises (`process_failure` says why in one line)."""
+    return subprocess.run(
+        argv,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        env=env,
+        timeout=PROBE_TIMEOUT_S,
+        check=True,
+    )
+
+
+def process_failure(exc: BaseException) -> str:
+    """The interpreter's own last error line; never the probe script (the argv) itself."""
+    if isinstance(exc, subprocess.CalledProcessError):
+        lines = (exc.stderr or "").strip().splitlines()
+        return lines[-1] if lines else f"exit status {exc.returncode}"
+    if isinstance(exc, subprocess.TimeoutExpired):
+        return f"no answer within {exc.timeout:.0f} s"
+    return str(exc)
+
+
+def _installed(raw: _DistAnswer | None) -> InstalledDist | None:
+    if raw is None:
+        return None
+    return InstalledDist(
+        name=raw.name,
+        version=raw.version,
+        dist_info=Path(raw.dist_info) if raw.dist_info else None,
+        direct_url=raw.direct_url,
+        installer=raw.installer,
+        requires=tuple(raw.requires),
+        console_scripts=tuple(raw.console_scripts),
+    )

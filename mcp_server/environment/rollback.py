@@ -1,0 +1,233 @@
+"""Undoing an install: rollback from its journal, byte for byte, and recovery of an install a
+kill left unfinished (found by the next command that takes the environment lock).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from pathlib import Path
+from typing import Literal
+
+from packaging.utils import canonicalize_name
+
+from mcp_server.environment.records import (
+    HistoryEntry,
+    Journal,
+    RecordStore,
+    log_installed,
+    utc_now,
+)
+from mcp_server.environment.target import TargetEnv
+from mcp_server.environment.verify import installed_paths
+from mcp_server.errors import SetupError
+from mcp_server.redact import redact_text
+from mcp_server.source.build import run_logged, uv_binary
+
+UV_TIMEOUT_S = 1800.0
+
+
+def run_uv(argv: list[str], log_path: Path, *, step: str) -> None:
+    """uv, logged to `log_path`; a failure raises with its last lines (install and rollback)."""
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    returncode = run_logged(argv, log_path, step=step, env=env, timeout=UV_TIMEOUT_S)
+    if returncode != 0:
+        lines = log_path.read_text("utf-8", errors="replace").splitlines()
+        raise SetupError(
+            step,
+            f"uv exited with status {returncode}",
+            "see the uv messages below; fix the cause (network, disk, dependency conflict) "
+            "and run the install again",
+            details=[redact_text(line) for line in lines[-10:]],
+        )
+
+
+class RollbackFailed(SetupError):
+    """A rollback that could not complete. The journal and the backup stay for `repair`."""
+
+    def __init__(
+        self, env: TargetEnv, store: RecordStore, journal: Journal, why: str, details: list[str]
+    ) -> None:
+        backup = store.transactions / journal.txid / "backup"
+        super().__init__(
+            "rollback",
+            f"the rollback failed (install transaction {journal.txid}): {why}; the previous "
+            "engine was not restored",
+            f"{env.prefix} is left part-way (verify says interrupted): the previous engine's "
+            f"files are in {backup} and the journal {store.journal_path} was kept; fix the "
+            f"cause, then run `automl-setup repair --python {env.prefix}`",
+            details=details,
+        )
+
+
+def _undone(journal: Journal, tense: Literal["was", "is"]) -> str:
+    """What a completed rollback achieved, in words."""
+    if journal.previous_distribution is None:
+        return f"the environment {tense} back to no engine installed"
+    return f"the previous engine {tense} restored"
+
+
+def after_rollback(
+    env: TargetEnv, store: RecordStore, journal: Journal, exc: BaseException
+) -> BaseException:
+    """Roll back after `exc` and return what to raise: the failure, told with what the
+    rollback actually did (composed only now, from its outcome)."""
+    detail = exc.message if isinstance(exc, SetupError) else type(exc).__name__
+    try:
+        rollback(env, store, journal, reason=detail)
+    except RollbackFailed as failed:
+        if isinstance(exc, SetupError):
+            step, cause, details = exc.step, exc.cause, exc.details
+        else:
+            step, cause, details = "install", f"{type(exc).__name__}: {exc}", []
+        return SetupError(
+            step, f"{cause}; then {failed.cause}", failed.remedy, details=details + failed.details
+        )
+    if isinstance(exc, SetupError):
+        return SetupError(
+            exc.step,
+            f"{exc.cause}; {_undone(journal, 'was')}",
+            exc.remedy,
+            exc.exit_code,
+            exc.details,
+        )
+    return exc
+
+
+def rollback(env: TargetEnv, store: RecordStore, journal: Journal, *, reason: str) -> None:
+    """Put the previous engine back byte for byte and undo dependency changes; the journal is
+    removed only when all of that worked (RollbackFailed otherwise)."""
+    try:
+        _undo(env, store, journal, reason)
+    except SetupError as exc:
+        raise RollbackFailed(env, store, journal, f"{exc.step}: {exc.cause}", exc.details) from None
+    except OSError as exc:
+        where = f" ({exc.filename})" if exc.filename else ""
+        raise RollbackFailed(env, store, journal, f"{exc.strerror or exc}{where}", []) from None
+    finish_transaction(store, journal)
+
+
+def _undo(env: TargetEnv, store: RecordStore, journal: Journal, reason: str) -> None:
+    txdir = store.transactions / journal.txid
+    _refuse_paths_outside(env, store, journal)
+    probe = env.probe([journal.distribution])
+    current = probe.dists.get(journal.distribution)
+    doomed = {Path(p) for p in journal.new_files}
+    if current is not None and current.dist_info is not None:
+        # A RECORD may name anything; only files inside the environment are ours to remove.
+        doomed.update(p for p in installed_paths(current.dist_info) if _inside(p, env.prefix))
+    for path in sorted(doomed, reverse=True):
+        with contextlib.suppress(FileNotFoundError, IsADirectoryError):
+            path.unlink()
+        _prune_empty_parents(path.parent, probe.purelib)
+    for original, name in journal.backup:
+        target = Path(original)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(txdir / "backup" / name, target)
+    _restore_dependencies(env, journal, txdir)
+    if journal.new_wheel_record:
+        store.wheel_record_path(journal.new_wheel_record).unlink(missing_ok=True)
+    store.append_history(
+        HistoryEntry(
+            time=utc_now(),
+            event="rolled-back",
+            transaction=journal.txid,
+            commit=journal.commit,
+            requested_ref=journal.requested_ref,
+            distribution=journal.distribution,
+            detail=redact_text(reason)[:500],
+        )
+    )
+
+
+def _inside(path: Path, root: Path) -> bool:
+    return Path(os.path.normpath(path)).is_relative_to(root)
+
+
+def _refuse_paths_outside(env: TargetEnv, store: RecordStore, journal: Journal) -> None:
+    """A journal that names a file outside the environment (or a backup name that is not a
+    plain file name) was not written by automl-setup: undo nothing it says."""
+    outside = [p for p in journal.new_files if not _inside(Path(p), env.prefix)]
+    outside += [o for o, _n in journal.backup if not _inside(Path(o), env.prefix)]
+    outside += [n for _o, n in journal.backup if not n.isdigit()]
+    if outside:
+        raise SetupError(
+            "repair",
+            f"the install journal {store.journal_path} names {len(outside)} path(s) outside "
+            f"{env.prefix} (first: {outside[0]!r}); it was not written by automl-setup, so "
+            "nothing was changed",
+            f"inspect it and the backup in {store.transactions / journal.txid}, then restore "
+            "the environment by hand or reinstall into a fresh one",
+        )
+
+
+def _restore_dependencies(env: TargetEnv, journal: Journal, txdir: Path) -> None:
+    before = journal.versions_before
+    now = env.probe([]).versions
+    engine = {
+        canonicalize_name(name or "")
+        for name in (journal.distribution, journal.previous_distribution)
+    }
+    changed = [
+        f"{name}=={version}"
+        for name, version in sorted(before.items())
+        if name not in engine and now.get(name) != version
+    ]
+    added = sorted(name for name in now if name not in before and name not in engine)
+    interpreter = str(env.interpreter)
+    if changed:
+        argv = [
+            uv_binary(),
+            "pip",
+            "install",
+            "--no-progress",
+            "--no-deps",
+            "--python",
+            interpreter,
+        ]
+        run_uv([*argv, *changed], txdir / "uv-restore.log", step="rollback")
+    if added:
+        argv = [uv_binary(), "pip", "uninstall", "--python", interpreter]
+        run_uv([*argv, *added], txdir / "uv-restore.log", step="rollback")
+
+
+def _prune_empty_parents(directory: Path, stop: Path) -> None:
+    while directory != stop and stop in directory.parents:
+        try:
+            directory.rmdir()
+        except OSError:
+            return
+        directory = directory.parent
+
+
+def finish_transaction(store: RecordStore, journal: Journal) -> None:
+    store.journal_path.unlink(missing_ok=True)
+    shutil.rmtree(store.transactions / journal.txid, ignore_errors=True)
+
+
+def recover_interrupted(env: TargetEnv, store: RecordStore) -> str | None:
+    """Called with the environment lock held: finish or roll back a transaction left by a
+    killed install. Returns a one-line account of what was done, or None. A damaged journal
+    refuses (RecordStore.journal) before anything is touched."""
+    journal = store.journal()
+    txid = journal.txid if journal else None
+    # A kill before the journal was written leaves only a backup nobody needs.
+    for stale in store.transactions.glob("*") if store.transactions.is_dir() else []:
+        if stale.name != txid:
+            shutil.rmtree(stale, ignore_errors=True)
+    if journal is None:
+        return None
+    record = store.read_record()
+    if record is not None and record.install.transaction == txid:
+        # Killed after the record was written: the install completed; log it and tidy up.
+        entries, _torn = store.read_history()
+        if not entries or entries[-1].transaction != txid:
+            log_installed(store, record)
+        finish_transaction(store, journal)
+        return f"install transaction {txid} had completed; its leftovers were removed"
+    rollback(env, store, journal, reason=f"interrupted (pid {journal.pid} died)")
+    return (
+        f"an interrupted install (transaction {txid}, commit {journal.commit[:12]}, "
+        f"started {journal.started}) was rolled back; {_undone(journal, 'is')}"
+    )

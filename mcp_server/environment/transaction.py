@@ -1,0 +1,274 @@
+"""The install transaction inside the environment: backup, journal, `uv pip install`,
+`direct_url.json`, verify, record — or, on any failure, roll back.
+
+Nothing in the environment is changed before the journal naming the transaction and a backup of
+the previous engine's files is written; from then on a failure (or a kill, found later) rolls
+the environment back to the previous engine and record.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from mcp_server import __version__
+from mcp_server.environment.identity import (
+    compute_identity_digest,
+    direct_dependency_names,
+    environment_info,
+)
+from mcp_server.environment.probe import Probe
+from mcp_server.environment.records import (
+    BuildIdentity,
+    EnvironmentInfo,
+    InstallInfo,
+    InstallRecord,
+    Journal,
+    RecordStore,
+    SourceIdentity,
+    log_installed,
+    utc_now,
+)
+from mcp_server.environment.rollback import after_rollback, finish_transaction, run_uv
+from mcp_server.environment.target import TargetEnv
+from mcp_server.environment.verify import (
+    VerifyReport,
+    installed_paths,
+    parse_record_csv,
+    verify_environment,
+)
+from mcp_server.errors import SetupError
+from mcp_server.fsutil import atomic_write_bytes, io_failure
+from mcp_server.source.build import WheelMetadata, record_hash, uv_binary, uv_version
+from mcp_server.source.profile import EngineProfile
+
+Progress = Callable[[str, str], None]  # (step, message)
+
+# Fault injection for the crash tests: with AUTOML_SETUP_PAUSE_AT=<point> the install stops at
+# that point, says so in the file named by AUTOML_SETUP_PAUSE_FILE, and waits to be killed, or
+# with AUTOML_SETUP_PAUSE_SECONDS=<s> only that long and then carries on (a slow install).
+PAUSE_POINTS = ("journal-written", "uv-installed", "direct-url-written", "record-written")
+
+
+def _checkpoint(point: str) -> None:
+    if os.environ.get("AUTOML_SETUP_PAUSE_AT") != point:
+        return
+    marker = os.environ.get("AUTOML_SETUP_PAUSE_FILE")
+    if marker:
+        Path(marker).write_text(point, encoding="utf-8")
+    seconds = os.environ.get("AUTOML_SETUP_PAUSE_SECONDS")
+    if seconds:
+        time.sleep(float(seconds))
+        return
+    while True:
+        time.sleep(3600)
+
+
+class Transaction:
+    """Backup, journal, uv install, direct_url.json, verify, record — or roll back."""
+
+    def __init__(
+        self,
+        env: TargetEnv,
+        store: RecordStore,
+        profile: EngineProfile,
+        source: SourceIdentity,
+        build: BuildIdentity,
+        meta: WheelMetadata,
+        extras: list[str],
+    ) -> None:
+        self.env, self.store, self.profile = env, store, profile
+        self.source, self.build, self.meta, self.extras = source, build, meta, extras
+        self.txid = uuid.uuid4().hex[:12]
+        self.txdir = store.transactions / self.txid
+
+    def run(
+        self, wheel: Path, before: Probe, progress: Progress
+    ) -> tuple[InstallRecord, VerifyReport]:
+        """`before` is a probe of the environment taken under its lock, before any change."""
+        _require_writable(self._directories_written(before))
+        journal = self._begin(before)
+        try:
+            _checkpoint("journal-written")
+            progress("install", f"uv pip install {wheel.name} into {self.env.prefix}")
+            self._uv_install(wheel)
+            _checkpoint("uv-installed")
+            self._write_direct_url(before.purelib / self.meta.dist_info)
+            _checkpoint("direct-url-written")
+            progress("verify", "checking direct_url.json, RECORD hashes and the identity digest")
+            after = self.env.probe([self.build.distribution])
+            record = self._make_record(after)
+            self.store.store_wheel_record(self.meta.record_text)
+            report = verify_environment(
+                self.env, self.build.distribution, pending=record, probe=after
+            )
+            if report.status != "verified":
+                raise SetupError(
+                    "verify",
+                    f"the installed engine does not match what was built ({len(report.differences)}"
+                    " differences)",
+                    "report this: the installer changed files it was asked to install",
+                    details=[d.describe("built") for d in report.differences],
+                )
+            progress("record", f"writing {self.store.record_path}")
+            self.store.write_record(record)
+            _checkpoint("record-written")
+        except BaseException as exc:
+            told = after_rollback(self.env, self.store, journal, exc)
+            if told is exc:
+                raise
+            raise told from None
+        log_installed(self.store, record)
+        finish_transaction(self.store, journal)
+        return record, report
+
+    def _directories_written(self, before: Probe) -> list[Path]:
+        """Where uv will create, replace or remove files: site-packages, the scripts directory
+        and every directory of the previous engine's files."""
+        dirs = {before.purelib, before.scripts}
+        previous = before.dists.get(self.profile.distribution)
+        if previous is not None and previous.dist_info is not None:
+            dirs.update(p.parent for p in installed_paths(previous.dist_info) if p.is_file())
+        return sorted(dirs)
+
+    def _begin(self, before: Probe) -> Journal:
+        """Back up the previous engine's files, then write the journal that makes it undoable.
+        A failure before the journal is written removes the partial backup: nothing changed."""
+        previous = before.dists.get(self.profile.distribution)
+        backup_dir = self.txdir / "backup"
+        try:
+            backup_dir.mkdir(parents=True)
+            saved: list[list[str]] = []
+            if previous is not None and previous.dist_info is not None:
+                for index, path in enumerate(installed_paths(previous.dist_info)):
+                    if path.is_file():
+                        name = f"{index:06d}"
+                        shutil.copy2(path, backup_dir / name)
+                        saved.append([str(path), name])
+            journal = Journal(
+                txid=self.txid,
+                pid=os.getpid(),
+                started=utc_now(),
+                commit=self.source.commit,
+                requested_ref=self.source.requested_ref,
+                distribution=self.build.distribution,
+                previous_distribution=previous.name if previous is not None else None,
+                backup=saved,
+                versions_before=before.versions,
+                # Stored before verify (which reads it); a rollback removes it if it is new.
+                new_wheel_record=None
+                if self.store.wheel_record_path(self.meta.record_digest).exists()
+                else self.meta.record_digest,
+                new_files=[
+                    str(before.purelib / p)
+                    for p, _h, _s in parse_record_csv(self.meta.record_text)
+                    if ".data/" not in p
+                ],
+            )
+            atomic_write_bytes(self.store.journal_path, journal.model_dump_json(indent=1).encode())
+        except BaseException as exc:
+            # Nothing of the environment was touched yet; leave nothing of this call behind.
+            shutil.rmtree(self.txdir, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                self.store.journal_path.unlink(missing_ok=True)
+            if isinstance(exc, OSError):
+                raise io_failure("back up", backup_dir, exc) from None
+            raise
+        return journal
+
+    def _uv_install(self, wheel: Path) -> None:
+        extras = f"[{','.join(self.extras)}]" if self.extras else ""
+        requirement = f"{self.build.distribution}{extras} @ {wheel.resolve().as_uri()}"
+        argv = [
+            uv_binary(),
+            "pip",
+            "install",
+            "--no-progress",
+            "--python",
+            str(self.env.interpreter),
+        ]
+        argv += ["--reinstall-package", self.build.distribution, requirement]
+        run_uv(argv, self.txdir / "uv-install.log", step="install")
+
+    def _write_direct_url(self, dist_info: Path) -> None:
+        """PEP 610 direct_url.json naming the repository, commit and subdirectory (uv wrote
+        one for the local wheel file), and the matching RECORD line."""
+        if not (dist_info / "RECORD").is_file():
+            raise SetupError(
+                "install",
+                f"uv reported success but {dist_info} is missing",
+                "run the install again; if it repeats, report it with the uv log",
+            )
+        direct_url: dict[str, Any] = {
+            "url": self.source.repository,
+            "vcs_info": {"vcs": "git", "commit_id": self.source.commit},
+        }
+        if self.source.requested_ref:
+            direct_url["vcs_info"]["requested_revision"] = self.source.requested_ref.removeprefix(
+                "refs/heads/"
+            )
+        if self.source.subdirectory != ".":
+            direct_url["subdirectory"] = self.source.subdirectory
+        data = json.dumps(direct_url, sort_keys=True).encode()
+        atomic_write_bytes(dist_info / "direct_url.json", data)
+        record_path = dist_info / "RECORD"
+        rel = f"{dist_info.name}/direct_url.json"
+        rows = [r for r in parse_record_csv(record_path.read_text("utf-8")) if r[0] != rel]
+        rows.append((rel, record_hash(data), str(len(data))))
+        text = "".join(f"{p},{h},{s}\n" for p, h, s in rows)
+        atomic_write_bytes(record_path, text.encode("utf-8"))
+
+    def _make_record(self, probe: Probe) -> InstallRecord:
+        installed = probe.dists.get(self.build.distribution)
+        if installed is None:
+            raise SetupError(
+                "install",
+                "uv reported success but the engine is not installed",
+                "run the install again; if it repeats, report it with the uv log",
+            )
+        environment: EnvironmentInfo = environment_info(
+            probe, direct_dependency_names(installed.requires, self.extras)
+        )
+        install = InstallInfo(
+            interpreter=str(self.env.interpreter),
+            environment=str(self.env.prefix),
+            installer="uv",
+            installer_version=uv_version(),
+            tool_version=__version__,
+            extras=self.extras,
+            transaction=self.txid,
+            time=utc_now(),
+        )
+        return InstallRecord(
+            source=self.source,
+            build=self.build,
+            install=install,
+            environment=environment,
+            identity_digest=compute_identity_digest(self.source, self.build, environment),
+        )
+
+
+def _require_writable(directories: list[Path]) -> None:
+    """Refuse before the backup and journal if uv could not write where it must: a failed uv
+    there would leave a rollback that cannot write either. os.access is not enough (root, a
+    read-only mount, an immutable directory), so a probe file is created and removed."""
+    for directory in directories:
+        probe = directory / f".automl-setup-probe-{os.getpid()}"
+        try:
+            os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            probe.unlink()
+        except OSError as exc:
+            raise SetupError(
+                "install",
+                f"{directory} is not writable ({exc.strerror or exc}); nothing was changed",
+                "make it writable (permissions, a read-only mount, `lsattr -d` for the immutable "
+                "attribute), or install into an environment you can write: --python NEW "
+                "--create-env",
+            ) from None

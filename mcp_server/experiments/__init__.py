@@ -1,0 +1,2 @@
+"""Layer 3, experiments bound to an exact engine build: binding, attempts ledger, engine
+process, registry, launch, resume, status."""

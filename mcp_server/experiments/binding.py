@@ -1,0 +1,185 @@
+"""The binding of an experiment to the exact engine build it was launched with: its format, its
+strict reading, a moved or copied workspace, and how an environment differs from it."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+
+from mcp_server.environment.identity import (
+    compute_identity_digest,
+    diff_fields,
+    environment_info,
+    identity_fields,
+)
+from mcp_server.environment.probe import Probe
+from mcp_server.environment.records import (
+    BuildIdentity,
+    EnvironmentInfo,
+    FieldDiff,
+    InstallRecord,
+    SourceIdentity,
+)
+from mcp_server.environment.target import TargetEnv
+from mcp_server.errors import SetupError, shown
+from mcp_server.experiments.files import ExperimentFiles
+from mcp_server.persisted import Persisted, load_persisted
+
+
+class EngineBinding(Persisted):
+    identity_digest: str
+    source: SourceIdentity
+    build: BuildIdentity
+    environment: EnvironmentInfo
+    environment_path: str = Field(description="sys.prefix of the environment at launch.")
+    interpreter: str
+    cli: str = Field(description="Console script of the engine that runs the experiment.")
+
+
+class Binding(Persisted):
+    schema_version: Literal[1] = 1
+    experiment_id: str
+    workspace: str
+    manifest_path: str
+    manifest_sha256: str
+    engine: EngineBinding
+    argv: list[str] = Field(description="The engine command that launch started.")
+    host: str
+    time: str
+    tool_version: str
+
+
+def read_binding(files: ExperimentFiles) -> Binding:
+    """The binding of exactly this experiment, or a refusal: read strictly, made for the
+    experiment id asked, and with an identity digest that recomputes from the engine fields it
+    binds (a binding copied from another experiment or edited by hand proves nothing). Every
+    reader (resume, status, listing, the install guard, the MCP provenance check) comes here.
+    A binding recorded in another workspace is accepted: the workspace was moved or copied,
+    which `relocation` reports and resume judges."""
+    step = "read binding"
+    remedy = "bindings are never rewritten; restore it from a backup"
+    try:
+        data = files.binding.read_bytes()
+    except FileNotFoundError:
+        raise SetupError(
+            step,
+            f"experiment {files.experiment_id} has no binding ({files.binding} is missing)",
+            "only experiments launched by automl-setup can be resumed with proof of the engine",
+        ) from None
+    except OSError as exc:
+        raise SetupError(
+            step, f"cannot read the binding {files.binding}: {exc.strerror}", remedy
+        ) from None
+    binding = load_persisted(Binding, data, what="binding", path=files.binding, remedy=remedy)
+    if binding.experiment_id != files.experiment_id:
+        raise SetupError(
+            step,
+            f"the binding {files.binding} belongs to experiment {shown(binding.experiment_id)}"
+            f", not {files.experiment_id}",
+            f"a binding is never moved between experiments; restore the binding of "
+            f"{files.experiment_id} from a backup",
+        )
+    engine = binding.engine
+    if compute_identity_digest(engine.source, engine.build, engine.environment) != (
+        engine.identity_digest
+    ):
+        raise SetupError(
+            step,
+            f"the identity digest of the binding {files.binding} does not recompute from the "
+            "engine fields it binds (the file was edited)",
+            remedy,
+        )
+    return binding
+
+
+def _recorded_files(binding: Binding, files: ExperimentFiles) -> ExperimentFiles | None:
+    """The experiment's files in the workspace its binding records, when that is not the
+    workspace asked (the workspace was moved or copied); None when they are the same."""
+    if binding.workspace == str(files.workspace):
+        return None
+    return ExperimentFiles(Path(binding.workspace), files.experiment_id)
+
+
+def _still_holds(recorded: ExperimentFiles) -> bool:
+    """Whether the recorded workspace still holds the experiment (then ours is a copy)."""
+    try:
+        return recorded.workspace.is_absolute() and recorded.dir.is_dir()
+    except (OSError, ValueError):  # a path the OS cannot even look up holds nothing
+        return False
+
+
+def copy_origin(binding: Binding, files: ExperimentFiles) -> ExperimentFiles | None:
+    """The experiment's files in the workspace it was launched in, when `files.workspace` is a
+    copy of it (the binding records another workspace, which still holds the experiment)."""
+    recorded = _recorded_files(binding, files)
+    return recorded if recorded is not None and _still_holds(recorded) else None
+
+
+def relocation(binding: Binding, files: ExperimentFiles) -> str | None:
+    """A note when the experiment was launched in another workspace than `files.workspace`,
+    and what that means for its controller lock (which lives in the workspace asked)."""
+    recorded = _recorded_files(binding, files)
+    if recorded is None:
+        return None
+    if _still_holds(recorded):
+        return (
+            f"moved or copied from {recorded.workspace}, which still holds experiment "
+            f"{files.experiment_id}: this is a copy with its own controller lock, so two copies "
+            "could run at once; resume refuses in the copy"
+        )
+    return (
+        f"moved or copied from {recorded.workspace} (no longer there: a move); its controller "
+        f"lock is {files.lock}"
+    )
+
+
+def recreate_commands(binding: Binding, manifest: Path, workspace: Path) -> list[str]:
+    """The exact commands that rebuild the recorded engine in a separate environment and
+    resume there (in `workspace`, where the experiment is now)."""
+    src, build = binding.engine.source, binding.engine.build
+    new_env = f"{binding.engine.environment_path}-{src.commit[:12]}"
+    install = [
+        "automl-setup", "install", "--commit", src.commit,
+        "--repository", src.repository, "--subdirectory", src.subdirectory,
+        "--distribution", build.distribution, "--requirement", f"=={build.version}",
+        "--python", new_env, "--create-env",
+    ]  # fmt: skip
+    resume = [
+        "automl-setup", "resume", "--experiment-id", binding.experiment_id,
+        "--workspace", str(workspace), "--manifest", str(manifest), "--python", new_env,
+    ]  # fmt: skip
+    return [shlex.join(install), shlex.join(resume)]
+
+
+def identity_differences(
+    binding: Binding, record: InstallRecord, env_now: EnvironmentInfo
+) -> list[FieldDiff]:
+    bound = binding.engine
+    recorded = identity_fields(bound.source, bound.build, bound.environment)
+    found = identity_fields(record.source, record.build, env_now)
+    return diff_fields(recorded, found)
+
+
+def binding_differences(
+    binding: Binding, env: TargetEnv, record: InstallRecord | None, probe: Probe | None = None
+) -> list[FieldDiff]:
+    """Every identity field where the engine installed in `env` (and the environment as it
+    is now) differs from the build the experiment is bound to."""
+    if record is None:
+        return [FieldDiff(field="record", recorded=binding.engine.identity_digest, found=None)]
+    probe = probe or env.probe([record.build.distribution])
+    env_now = environment_info(probe, list(binding.engine.environment.dependencies))
+    return identity_differences(binding, record, env_now)
+
+
+def resume_command(files: ExperimentFiles, manifest: str, python: str) -> str:
+    """The `automl-setup resume` command line that continues this experiment."""
+    return shlex.join(
+        [
+            *("automl-setup", "resume", "--experiment-id", files.experiment_id),
+            *("--workspace", str(files.workspace), "--manifest", manifest, "--python", python),
+        ]
+    )

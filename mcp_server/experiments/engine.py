@@ -1,0 +1,204 @@
+"""The engine process: which console script runs it, the isolated command line and environment it
+runs with, starting it with the controller lock, forwarding signals to it, and its read-only
+`plan` and `status` commands."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import signal
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from mcp_server.environment.probe import Probe
+from mcp_server.environment.records import InstallRecord, RecordStore
+from mcp_server.environment.target import TargetEnv
+from mcp_server.errors import ExitCode, SetupError
+from mcp_server.experiments.binding import Binding
+
+STATUS_TIMEOUT_S = 60.0
+PLAN_TIMEOUT_S = 60.0
+PLAN_OUTPUT_BYTES = 8192  # of the engine's error output a refusal quotes
+PLAN_OUTPUT_LINES = 20
+
+
+def engine_script(probe: Probe, record: InstallRecord) -> str:
+    dist = probe.dists.get(record.build.distribution)
+    scripts = dist.console_scripts if dist else ()
+    if len(scripts) != 1:
+        raise SetupError(
+            "launch",
+            f"{record.build.distribution} declares {len(scripts)} console scripts "
+            f"({', '.join(scripts) or 'none'}); cannot tell which runs experiments",
+            "this engine is not launchable by automl-setup",
+        )
+    return scripts[0]
+
+
+# Runs in the environment's own interpreter (any Python >= 3.8) and does what the console
+# script would, without its shebang: a copied venv's scripts still name the original's
+# interpreter, so running them could start another environment's engine. The entry point is
+# read from that environment's own metadata and only ever imported (never turned into code).
+_LAUNCHER = r"""
+import re, sys
+from importlib import metadata
+dist, name = sys.argv[1], sys.argv[2]
+try:
+    eps = [ep for ep in metadata.distribution(dist).entry_points
+           if ep.group == "console_scripts" and ep.name == name]
+except metadata.PackageNotFoundError:
+    eps = []
+dotted = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*"
+if len(eps) != 1 or not re.fullmatch(dotted + ":" + dotted, eps[0].value):
+    sys.exit("automl-setup: %s has no console script %r with a plain module:function entry "
+             "point in this environment" % (dist, name))
+sys.argv = [name] + sys.argv[3:]
+sys.exit(eps[0].load()())
+"""
+
+
+def engine_command(interpreter: Path, distribution: str, cli: str, args: list[str]) -> list[str]:
+    """argv that runs console script `cli` of `distribution` with `interpreter` (isolated:
+    no PYTHONPATH, user site or working directory on its import path)."""
+    return [str(interpreter), "-I", "-c", _LAUNCHER, distribution, cli, *args]
+
+
+def require_record(env: TargetEnv, step: str) -> InstallRecord:
+    record = RecordStore(env.state_dir).read_record()
+    if record is None:
+        raise SetupError(
+            step,
+            f"no engine installed by automl-setup in {env.prefix} (no record)",
+            f"install the engine first: automl-setup install --branch BRANCH --python "
+            f"{shlex.quote(str(env.prefix))} (with your engine's profile flags)",
+            exit_code=ExitCode.NOTHING_INSTALLED,
+        )
+    return record
+
+
+def _engine_env(prefix: Path, interpreter: Path) -> dict[str, str]:
+    """The engine's environment variables: those of its own venv (trials inherit them)."""
+    run_env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    run_env["VIRTUAL_ENV"] = str(prefix)
+    run_env["PATH"] = f"{interpreter.parent}{os.pathsep}{run_env.get('PATH', '')}"
+    return run_env
+
+
+def spawn(argv: list[str], env: TargetEnv, log_path: Path, lock_fd: int) -> subprocess.Popen[bytes]:
+    with log_path.open("ab") as log:
+        return subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=_engine_env(env.prefix, env.interpreter),
+            pass_fds=(lock_fd,),
+            start_new_session=True,
+        )
+
+
+def engine_plan(
+    env: TargetEnv, distribution: str, cli: str, manifest: Path, workspace: Path
+) -> None:
+    """The engine's own read-only `plan` of the manifest, bounded in time and in how much of
+    its output is read: a manifest the engine rejects is refused before anything exists (no
+    sidecar, binding, ledger or registry entry), so its id stays free."""
+    step = "check manifest"
+    args = ["plan", "--manifest", str(manifest), "--workspace", str(workspace)]
+    with tempfile.TemporaryFile() as errors:
+        try:
+            proc = subprocess.Popen(
+                engine_command(env.interpreter, distribution, cli, args),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,  # the plan itself can be long; only errors matter
+                stderr=errors,
+                env=_engine_env(env.prefix, env.interpreter),
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise SetupError(
+                step,
+                f"the engine could not be run to check the manifest: {exc.strerror}",
+                f"run `automl-setup verify --python {env.prefix}`",
+            ) from None
+        try:
+            code = proc.wait(timeout=PLAN_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise SetupError(
+                step,
+                f"the engine's `{cli} plan` of {manifest} did not finish within "
+                f"{PLAN_TIMEOUT_S:.0f} s",
+                "make the search smaller, then launch again; nothing was created",
+            ) from None
+        if code == 0:
+            return
+        errors.seek(0)
+        text = errors.read(PLAN_OUTPUT_BYTES).decode("utf-8", "replace")
+    lines = [line.strip()[:300] for line in text.splitlines() if line.strip()]
+    lines = lines[:PLAN_OUTPUT_LINES] + (["..."] if len(lines) > PLAN_OUTPUT_LINES else [])
+    raise SetupError(
+        step,
+        f"the engine's `{cli} plan` rejects {manifest} (exit {code})",
+        "fix the manifest and launch again; nothing was created, the id is still free",
+        exit_code=ExitCode.INVALID_INPUT if code == ExitCode.INVALID_INPUT else ExitCode.REFUSED,
+        details=lines,
+    )
+
+
+def wait_forwarding_signals(proc: subprocess.Popen[bytes]) -> int:
+    """Foreground: SIGINT/SIGTERM/SIGHUP to us go to the engine, which stops cleanly and
+    exits; we wait for it, so its exit lands in the attempts ledger."""
+
+    def forward(signum: int, _frame: Any) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signum)
+
+    forwarded = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {s: signal.signal(s, forward) for s in forwarded}
+    try:
+        return proc.wait()
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def engine_status(
+    binding: Binding, workspace: Path, environment: str | None = None
+) -> tuple[dict[str, Any] | None, str | None]:
+    """The engine's own `status --json` (read-only) of the experiment in `workspace` (the one
+    asked about, never the one the binding recorded: a moved or copied workspace is read where
+    it is), run from `environment` (where the experiment last ran) or else from the
+    environment it was launched in."""
+    engine = binding.engine
+    interpreter = Path(environment) / "bin" / "python" if environment else Path(engine.interpreter)
+    args = ["status", "--experiment-id", binding.experiment_id]
+    args += ["--workspace", str(workspace), "--json"]
+    try:
+        proc = subprocess.run(
+            engine_command(interpreter, engine.build.distribution, engine.cli, args),
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            timeout=STATUS_TIMEOUT_S,
+            check=False,
+        )
+    except OSError as exc:
+        return None, f"the bound engine could not be run for status: {exc.strerror}"
+    except subprocess.TimeoutExpired:
+        return None, f"the engine's status did not answer within {STATUS_TIMEOUT_S:.0f} s"
+    try:
+        data = json.loads(proc.stdout)
+    except ValueError:
+        data = None
+    if not isinstance(data, dict):
+        return None, f"the engine's status output is not a JSON object (exit {proc.returncode})"
+    if proc.returncode != 0 or "error" in data:
+        return None, f"engine status: {data.get('error', proc.stderr.strip()[-200:])}"
+    return data, None

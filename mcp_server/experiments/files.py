@@ -1,0 +1,100 @@
+"""The files automl-setup keeps for an experiment, and its controller lock.
+
+automl-setup keeps its own files beside the engine's experiment directory, in
+`<workspace>/.automl-setup/<experiment_id>/`, so an engine that insists on an empty experiment
+directory still starts cleanly:
+
+    binding.json      immutable, created exclusively at launch: engine identity, manifest sha256
+    attempts.jsonl    append-only: every launch, resume and refusal (fsynced)
+    controller.lock   flock held by the engine process for its whole life (inherited fd)
+    attempt-N.log     stdout and stderr of the engine process of attempt N
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from mcp_server.errors import ExitCode, SetupError
+from mcp_server.values import ExperimentId
+
+SIDECAR = ".automl-setup"
+
+
+@dataclass(frozen=True)
+class ExperimentFiles:
+    workspace: Path
+    experiment_id: ExperimentId
+
+    @property
+    def engine_dir(self) -> Path:
+        return self.workspace / self.experiment_id
+
+    @property
+    def dir(self) -> Path:
+        return self.workspace / SIDECAR / self.experiment_id
+
+    @property
+    def binding(self) -> Path:
+        return self.dir / "binding.json"
+
+    @property
+    def attempts(self) -> Path:
+        return self.dir / "attempts.jsonl"
+
+    @property
+    def lock(self) -> Path:
+        return self.dir / "controller.lock"
+
+    def log(self, attempt: int) -> Path:
+        return self.dir / f"attempt-{attempt}.log"
+
+
+def require_experiment(
+    files: ExperimentFiles, step: str, *, remedy: str, exit_code: ExitCode = ExitCode.REFUSED
+) -> None:
+    """Refuse an id no experiment of automl-setup has in this workspace (never a guess)."""
+    if not files.dir.is_dir():
+        raise SetupError(
+            step,
+            f"no experiment {files.experiment_id!r} launched by automl-setup in {files.workspace}",
+            f"{remedy} `automl-setup list --workspace {files.workspace}`",
+            exit_code=exit_code,
+        )
+
+
+@contextlib.contextmanager
+def controller_lock(files: ExperimentFiles) -> Iterator[int]:
+    """The per-experiment lock; its fd is handed to the engine process, which keeps it held
+    for as long as it lives (a killed engine frees it)."""
+    fd = os.open(files.lock, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise SetupError(
+                "lock",
+                f"another controller holds the lock of experiment {files.experiment_id}",
+                f"wait for it, or check `automl-setup status --experiment-id "
+                f"{files.experiment_id} --workspace {files.workspace}`",
+            ) from None
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def lock_is_held(files: ExperimentFiles) -> bool:
+    if not files.lock.exists():
+        return False
+    fd = os.open(files.lock, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False

@@ -1,0 +1,120 @@
+"""Launching a new experiment: bind it to the verified engine of an environment, then start it."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import shutil
+import socket
+from collections.abc import Iterator
+
+from mcp_server import __version__
+from mcp_server.environment.identity import compute_identity_digest, environment_info
+from mcp_server.environment.probe import Probe
+from mcp_server.environment.records import InstallRecord, RecordStore, utc_now
+from mcp_server.environment.target import TargetEnv, locate
+from mcp_server.environment.verify import verify_environment
+from mcp_server.errors import SetupError
+from mcp_server.experiments.attempts import log_attempt
+from mcp_server.experiments.binding import Binding, EngineBinding, resume_command
+from mcp_server.experiments.engine import engine_command, engine_plan, engine_script, require_record
+from mcp_server.experiments.files import ExperimentFiles, controller_lock
+from mcp_server.experiments.manifest import read_manifest
+from mcp_server.experiments.started import StartedEngine, start_engine
+from mcp_server.fsutil import exclusive_create, new_directory, shared_lock
+from mcp_server.requests import LaunchRequest
+
+
+def _verified_record(env: TargetEnv, step: str) -> tuple[InstallRecord, Probe]:
+    """The record of an engine that verifies, and the probe that verified it (one probe
+    serves every later question about the environment)."""
+    record = require_record(env, step)
+    probe = env.probe([record.build.distribution])
+    report = verify_environment(env, record.build.distribution, probe=probe)
+    if report.status != "verified":
+        raise SetupError(
+            step,
+            f"the engine in {env.prefix} fails verification ({report.status})",
+            f"run `automl-setup verify --python {env.prefix}` for details",
+            details=[d.describe() for d in report.differences] + report.notes,
+        )
+    return record, probe
+
+
+@contextlib.contextmanager
+def _unbound_removed_on_failure(files: ExperimentFiles) -> Iterator[None]:
+    """Launch made `files.dir` in this call; until the binding exists it holds nothing of
+    value, so a failure before then removes it again and the id stays free."""
+    try:
+        yield
+    except BaseException:
+        if not files.binding.exists():
+            shutil.rmtree(files.dir, ignore_errors=True)
+        raise
+
+
+def launch_experiment(request: LaunchRequest) -> StartedEngine:
+    manifest_path, manifest_bytes, experiment_id = read_manifest(request.manifest)
+    files = ExperimentFiles(request.workspace.path, experiment_id)
+    env = locate(request.python)
+    if files.engine_dir.exists() or files.dir.exists():
+        if files.engine_dir.exists():
+            resume = resume_command(files, str(manifest_path), str(env.prefix))
+            remedy = f"continue it with `{resume}`, or give the new experiment another id"
+        else:  # launched before, but the engine refused to start it (see attempt-1.log)
+            remedy = (
+                f"the engine never created it (see {files.log(1)}); to reuse the id, remove "
+                f"{files.dir} after reading that log, or give the experiment another id"
+            )
+        refusal = SetupError(
+            "launch", f"experiment {experiment_id} already exists in {files.workspace}", remedy
+        )
+        if files.dir.is_dir():  # an experiment of ours: its ledger records the refusal
+            log_attempt(files, action="launch", outcome="refused", reason=refusal.message)
+        raise refusal
+    require_record(env, "launch")  # before the lock, which would create files in the env
+    store = RecordStore(env.state_dir)
+    # Shared: launches and resumes of different experiments proceed together; an install or
+    # repair (exclusive) is refused while any of them holds it, and refuses them while it runs.
+    with shared_lock(store.lock_path, step="launch", holder=f"environment {env.prefix}"):
+        record, probe = _verified_record(env, "launch")
+        cli = engine_script(probe, record)
+        engine_plan(env, record.build.distribution, cli, manifest_path, files.workspace)
+        try:
+            new_directory(files.dir)
+        except FileExistsError:
+            raise SetupError(
+                "launch",
+                f"experiment {experiment_id} was launched concurrently by another process",
+                "check it with `automl-setup status`, or give this experiment another id",
+            ) from None
+        with _unbound_removed_on_failure(files), controller_lock(files) as lock_fd:
+            args = ["run", "--manifest", str(manifest_path), "--workspace", str(files.workspace)]
+            argv = engine_command(
+                env.interpreter, record.build.distribution, cli, [*args, "--approve"]
+            )
+            env_now = environment_info(probe, list(record.environment.dependencies))
+            # The binding's identity is the build plus the environment as it is now (it may
+            # have drifted since install; the digest must match the fields it is bound to).
+            digest = compute_identity_digest(record.source, record.build, env_now)
+            binding = Binding(
+                experiment_id=experiment_id,
+                workspace=str(files.workspace),
+                manifest_path=str(manifest_path),
+                manifest_sha256=hashlib.sha256(manifest_bytes).hexdigest(),
+                engine=EngineBinding(
+                    identity_digest=digest,
+                    source=record.source,
+                    build=record.build,
+                    environment=env_now,
+                    environment_path=str(env.prefix),
+                    interpreter=str(env.interpreter),
+                    cli=cli,
+                ),
+                argv=argv,
+                host=socket.gethostname(),
+                time=utc_now(),
+                tool_version=__version__,
+            )
+            exclusive_create(files.binding, binding.model_dump_json(indent=2).encode() + b"\n")
+            return start_engine(files, "launch", argv, env, binding, lock_fd, request.detach)

@@ -1,0 +1,1 @@
+"""The two thin faces (command line, MCP server), the texts both show, and the demo."""

@@ -1,0 +1,190 @@
+"""The human-readable texts of results: the CLI prints them, the MCP tools return them.
+
+One function per result, so both faces show the same words; `render` and `exit_code` map an
+operation's result to its text and to the command line's exit code. Rendering happens only here.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel
+
+from mcp_server.environment.diagnose import Diagnosis
+from mcp_server.environment.install import InstallResult
+from mcp_server.environment.verify import VerifyReport
+from mcp_server.errors import ExitCode
+from mcp_server.experiments.started import StartedEngine
+from mcp_server.experiments.status import ExperimentListing, ExperimentStatus
+from mcp_server.operations import (
+    BindingCheck,
+    BranchResolution,
+    InstallHistory,
+    ProvenanceReport,
+    RepairResult,
+)
+
+
+def resolution_text(res: BranchResolution) -> str:
+    return f"{res.ref} -> {res.commit}\n  repository: {res.repository}"
+
+
+def install_text(result: InstallResult) -> str:
+    rec = result.record
+    verb = "installed" if result.status == "installed" else "already installed (unchanged)"
+    lines = [
+        f"{verb}: {rec.build.distribution} {rec.build.version} from {rec.source.repository}",
+        f"  ref:      {rec.source.requested_ref or '(by commit)'}",
+        f"  commit:   {rec.source.commit}",
+        f"  subtree:  {rec.source.subtree_id} ({rec.source.subdirectory})",
+        f"  wheel:    {rec.build.wheel_filename} sha256 {rec.build.wheel_sha256}",
+        f"  into:     {rec.install.environment}",
+        f"  identity: {rec.identity_digest}",
+        f"  verified: {result.verify.files_checked} files match RECORD",
+    ]
+    if result.previous_commit and result.previous_commit != rec.source.commit:
+        lines.append(f"  replaced: commit {result.previous_commit}")
+    if result.repaired:
+        lines.insert(0, f"repair: {result.repaired}")
+    return "\n".join(lines)
+
+
+def verify_text(report: VerifyReport) -> str:
+    lines = [f"{report.status}: {report.distribution} in {report.environment}"]
+    if report.commit:
+        lines.append(f"  commit: {report.commit} ({report.requested_ref or 'by commit'})")
+    if report.status == "verified":
+        lines.append(f"  {report.files_checked} files match RECORD; identity digest recomputes")
+    lines += [f"  differs: {d.describe()}" for d in report.differences]
+    lines += [f"  note: {n}" for n in report.notes]
+    return "\n".join(lines)
+
+
+def provenance_text(report: ProvenanceReport) -> str:
+    """`verify`: the environment's report, the comparison with an experiment's binding when
+    one was asked, and the diagnosis when nothing is installed."""
+    parts = [verify_text(report)]
+    if report.experiment is not None:
+        parts.append(binding_text(report.experiment, report.environment))
+    if report.diagnosis is not None:
+        parts.append(diagnosis_text(report.diagnosis))
+    return "\n\n".join(parts)
+
+
+def binding_text(check: BindingCheck, environment: str) -> str:
+    if check.matches:
+        return (
+            f"experiment {check.experiment_id}: {environment} holds exactly the bound engine "
+            f"(commit {check.bound_commit}, identity {check.bound_identity_digest})"
+        )
+    lines = [
+        f"experiment {check.experiment_id}: the engine in {environment} is not the build it is "
+        f"bound to ({len(check.differences)} fields differ; bound commit {check.bound_commit})"
+    ]
+    lines += [f"  differs: {d.describe()}" for d in check.differences]
+    lines.append("  recreate the bound engine in a separate environment and resume there:")
+    lines += [f"    {command}" for command in check.recreate_commands]
+    return "\n".join(lines)
+
+
+def history_text(history: InstallHistory) -> str:
+    where, entries = history.environment, history.entries
+    lines = [f"install history of {where}:"] if entries else [f"no installs recorded in {where}"]
+    lines += [
+        f"  {e.time}  {e.event:<11} {e.commit[:12]}  {e.requested_ref or '(by commit)'}"
+        + (f"  {e.detail}" if e.detail else "")
+        for e in entries
+    ]
+    if history.torn_line:
+        lines.append(
+            f"  warning: line {history.torn_line} of the history is torn (an interrupted write)"
+        )
+    return "\n".join(lines)
+
+
+def repair_text(result: RepairResult) -> str:
+    return result.done
+
+
+def diagnosis_text(d: Diagnosis) -> str:
+    lines = [f"environment: {d.environment}", f"engine status: {d.record_status}"]
+    lines += [f"  - {f}" for f in d.findings]
+    lines.append("install the core from source with one of:")
+    lines += [f"  {name}: {command}" for name, command in d.install_commands.items()]
+    return "\n".join(lines)
+
+
+def started_text(started: StartedEngine) -> str:
+    verb = "launched" if started.action == "launch" else "resumed"
+    lines = [f"{verb} {started.experiment_id} on engine commit {started.engine_commit}"]
+    if started.detached:
+        lines.append(f"  pid {started.pid} (detached); log: {started.log_path}")
+    else:
+        lines.append(f"  engine exited with code {started.exit_code}; log: {started.log_path}")
+    lines.append(f"  binding: {started.binding_path}")
+    return "\n".join(lines)
+
+
+def format_status(status: ExperimentStatus) -> str:
+    best = status.best or {}
+    value = best.get("value")
+    lines = [
+        f"{status.experiment_id}: {status.state}"
+        + (" (controller running)" if status.controller_running else ""),
+        f"  trials done: {status.trials_done if status.trials_done is not None else '?'}",
+        f"  best: {value if value is not None else '-'} {json.dumps(best.get('params', {}))}",
+        f"  engine: {status.bound_commit} ({status.bound_ref or 'by commit'})"
+        f" in {status.bound_environment}",
+    ]
+    if status.last_attempt:
+        a = status.last_attempt
+        what = (
+            f"engine exited with code {a.exit_code}"
+            if a.action == "exit"
+            else f"{a.action} {a.outcome}"
+        )
+        lines.append(f"  last attempt: #{a.attempt} {what} at {a.time}")
+    lines += [f"  note: {n}" for n in status.notes]
+    return "\n".join(lines)
+
+
+def listing_text(listing: ExperimentListing) -> str:
+    lines = [format_status(s) for s in listing.experiments]
+    lines += [f"unreadable: {problem}" for problem in listing.unreadable]
+    return "\n".join(lines) or f"no experiments in {listing.workspace}"
+
+
+# --------------------------------------------------------------------------------------------
+# By operation (the names of `operations.OPERATIONS`)
+
+RENDER: dict[str, Callable[[Any], str]] = {
+    "resolve": resolution_text,
+    "install": install_text,
+    "verify": provenance_text,
+    "diagnose": diagnosis_text,
+    "repair": repair_text,
+    "history": history_text,
+    "launch": started_text,
+    "resume": started_text,
+    "status": format_status,
+    "list": listing_text,
+}
+
+
+def render(operation: str, result: BaseModel) -> str:
+    return RENDER[operation](result)
+
+
+def exit_code(result: BaseModel) -> int:
+    """The command line's exit code for a result (a refusal never gets here: it raised)."""
+    if isinstance(result, VerifyReport):  # ProvenanceReport included
+        return int(result.exit_code)
+    if isinstance(result, Diagnosis):
+        return int(ExitCode.OK if result.healthy else ExitCode.REFUSED)
+    if isinstance(result, StartedEngine):
+        return result.exit_code or 0  # a foreground engine's own exit code
+    if isinstance(result, ExperimentListing):
+        return int(ExitCode.REFUSED if result.unreadable else ExitCode.OK)
+    return int(ExitCode.OK)

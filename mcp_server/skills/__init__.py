@@ -1,0 +1,1 @@
+"""The agent-skill bundle: validation, sync to both discovery paths, link check."""

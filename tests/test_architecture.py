@@ -1,0 +1,170 @@
+"""The shape of the code, checked mechanically: layers import only downward, no import cycle,
+no module over the size limit, and every operation has exactly one CLI command and one MCP tool
+with the same fields as its request model."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+from pathlib import Path
+
+import pytest
+from mcp.client import Client
+
+from mcp_server.faces.cli import build_parser
+from mcp_server.faces.server import server
+from mcp_server.operations import OPERATIONS
+
+PACKAGE = Path(__file__).resolve().parent.parent / "mcp_server"
+MAX_LINES = 400
+
+# Layer of each top-level piece, and the layers it may import. Foundation modules sit below
+# everything; a layer may import itself and what is below it, never what is above.
+FOUNDATION = {"errors", "redact", "fsutil", "persisted", "scratch", "values", "__init__"}
+MAY_IMPORT = {
+    "foundation": {"foundation"},
+    "source": {"foundation", "source"},
+    "requests": {"foundation", "source"},
+    "environment": {"foundation", "source", "requests", "environment"},
+    "experiments": {"foundation", "source", "requests", "environment", "experiments"},
+    "operations": {"foundation", "source", "requests", "environment", "experiments"},
+    "skills": {"foundation", "skills"},
+    "faces": {
+        "foundation",
+        "source",
+        "requests",
+        "environment",
+        "experiments",
+        "operations",
+        "skills",
+        "faces",
+    },
+    "schemagen": {"foundation", "source", "requests", "environment", "experiments", "operations"},
+}
+# Whose face lists what: commands and tools that are not operations, and why.
+CLI_ONLY_COMMANDS = {
+    "demo": "the whole story on the embedded reference engine, for a person at a terminal",
+    "skills": "maintains this repository's skill bundle, not an engine or an experiment",
+    "mcp": "starts the MCP server itself",
+}
+# Flags of the command line that are presentation, not fields of a request.
+PRESENTATION_FLAGS = {"help", "json"}
+PROFILE_FLAGS = {"profile", "repository", "subdirectory", "distribution", "requirement"}
+
+
+def modules() -> list[Path]:
+    return sorted(
+        p for p in PACKAGE.rglob("*.py") if "reference_engine" not in p.relative_to(PACKAGE).parts
+    )
+
+
+def dotted(path: Path) -> str:
+    rel = path.relative_to(PACKAGE.parent).with_suffix("")
+    return ".".join(rel.parts).removesuffix(".__init__")
+
+
+def layer(module: str) -> str:
+    parts = module.split(".")
+    if len(parts) == 1 or (len(parts) == 2 and parts[1] in FOUNDATION):
+        return "foundation"
+    return parts[1]
+
+
+def imports(path: Path) -> set[str]:
+    """Every mcp_server module `path` imports, at any depth (lazy imports count too)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("mcp_"):
+            found.add(node.module)
+            for alias in node.names:  # `from mcp_server.faces import messages`
+                candidate = f"{node.module}.{alias.name}"
+                if (PACKAGE.parent / (candidate.replace(".", "/") + ".py")).exists():
+                    found.add(candidate)
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("mcp_server")}
+    return found
+
+
+def test_layers_import_only_downward() -> None:
+    upward = [
+        f"{dotted(path)} ({layer(dotted(path))}) imports {target} ({layer(target)})"
+        for path in modules()
+        for target in imports(path)
+        if layer(target) not in MAY_IMPORT[layer(dotted(path))]
+    ]
+    assert upward == []
+
+
+def test_no_import_cycle() -> None:
+    graph = {dotted(p): {t for t in imports(p) if t != dotted(p)} for p in modules()}
+    state: dict[str, str] = {}
+    cycles: list[list[str]] = []
+
+    def visit(node: str, trail: list[str]) -> None:
+        state[node] = "open"
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == "open":
+                cycles.append([*trail[trail.index(nxt) :], nxt] if nxt in trail else [node, nxt])
+            elif nxt not in state:
+                visit(nxt, [*trail, nxt])
+        state[node] = "done"
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    assert cycles == []
+
+
+def test_no_module_over_the_size_limit() -> None:
+    long = {
+        str(p.relative_to(PACKAGE)): n
+        for p in modules()
+        if (n := len(p.read_text().splitlines())) > MAX_LINES
+    }
+    assert long == {}
+
+
+# --------------------------------------------------------------------------------------------
+# Face parity
+
+
+def cli_commands() -> dict[str, argparse.ArgumentParser]:
+    (sub,) = (a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(sub.choices)
+
+
+def cli_fields(parser: argparse.ArgumentParser) -> set[str]:
+    dests = {a.dest for a in parser._actions} - PRESENTATION_FLAGS
+    return (dests - PROFILE_FLAGS) | ({"profile"} if dests & PROFILE_FLAGS else set())
+
+
+def test_every_operation_has_one_command_with_the_request_fields() -> None:
+    commands = cli_commands()
+    for op in OPERATIONS:
+        assert op.command in commands, op.command
+        expected = set(op.request.model_fields) - op.mcp_only
+        assert cli_fields(commands[op.command]) == expected, op.command
+    named = {op.command for op in OPERATIONS}
+    aliases = {"experiments"}  # the old spelling of `list`, kept
+    assert set(commands) - named - aliases == set(CLI_ONLY_COMMANDS)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_every_operation_has_one_tool_with_the_request_fields() -> None:
+    async with Client(server) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+    assert set(tools) == {op.tool for op in OPERATIONS}  # no tool that is not an operation
+    for op in OPERATIONS:
+        assert op.tool.startswith(f"{op.command}_"), "a tool is named after its command"
+        fields = set(tools[op.tool].input_schema["properties"])
+        assert fields == set(op.request.model_fields) - op.cli_only, op.tool
+        assert (op.cli_only or op.mcp_only) == frozenset() or op.why, op.command
+
+
+def test_the_cli_default_branch_is_the_only_face_difference_of_install() -> None:
+    """Documented in OPERATIONS: a person at the command line gets main; an agent is asked."""
+    (install,) = (op for op in OPERATIONS if op.command == "install")
+    assert "asks the user" in install.why
+    args = build_parser().parse_args(["install", "--python", "/x"])
+    assert args.branch is None and args.commit is None  # the default is applied by the face
