@@ -4,7 +4,7 @@
 
 1. Cold start: spawn `automl-setup-mcp`, `initialize`, `tools/list`; time to the tools/list
    answer (target: under 1 s).
-2. `check_provenance` round trip on a verified environment through a running server, against
+2. `verify_engine` round trip on a verified environment through a running server, against
    `automl-setup verify` run as a process (target: within 1.5x), with where the time goes.
 
 Run as a script, this file's directory comes first on sys.path and `mcp` would name this
@@ -25,6 +25,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from mcp_server.operations import OPERATIONS  # one tool per operation
 
 BIN = Path(sys.executable).parent
 SERVER = [str(BIN / "automl-setup-mcp")]
@@ -86,7 +88,7 @@ def cold_start() -> float:
     answer = peer.request("tools/list")
     elapsed = time.perf_counter() - started
     peer.close()
-    assert len(answer["result"]["tools"]) == 9, answer
+    assert len(answer["result"]["tools"]) == len(OPERATIONS), answer
     return elapsed
 
 
@@ -179,7 +181,7 @@ def main() -> None:
         flags = [arg for key, value in engine.items() for arg in (f"--{key}", value)]
         verify_argv = [str(BIN / "automl-setup"), "verify", "--python", str(env), *flags]
 
-        print(f"\ncheck_provenance on a verified environment ({runs} runs)")
+        print(f"\nverify_engine on a verified environment ({runs} runs)")
         process = summary(
             "automl-setup verify (a whole process)",
             timed(lambda: subprocess.run(verify_argv, check=True, capture_output=True), runs),
@@ -190,7 +192,7 @@ def main() -> None:
         first = peer.request("tools/call", call)
         assert first["result"]["structuredContent"]["verified"] is True, first
         tool = summary(
-            "check_provenance round trip (running server)",
+            "verify_engine round trip (running server)",
             timed(lambda: peer.request("tools/call", call), runs),
         )
         peer.close()
