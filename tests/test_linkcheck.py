@@ -186,3 +186,82 @@ def test_repository_readme_docs_and_skills_pass() -> None:
     assert REPO / "skills" in targets
     problems = check_links(targets, confine=REPO)
     assert [p.format(REPO) for p in problems] == []
+
+
+# --- what a CommonMark parser gets right and regular expressions got wrong ---------------
+
+# Markdown that renders no link, though a pattern over the text sees one.
+NOT_LINKS = {
+    "indented code block": "Text.\n\n    [x](missing.md)\n",
+    "fence in a blockquote": "> ```\n> [x](missing.md)\n> ```\n",
+    "fence in a list item": "- item\n\n    ```\n    [x](missing.md)\n    ```\n",
+    "code span": "Run `[x](missing.md)` and `` a ` [y](missing.md) ``.\n",
+    "definition cannot interrupt a paragraph": "Some text\n[ref]: missing.md\n",
+    "escaped brackets": "\\[x\\](missing.md)\n",
+}
+
+# Markdown that renders a link (to missing.md, on the line given), though a pattern misses it.
+REAL_LINKS = {
+    "between code spans holding comment marks": ("`<!--` [x](missing.md) `-->`\n", 1),
+    "after backticks that open no fence": ("``` not`a fence\n[x](missing.md)\n", 2),
+    "nested brackets": ("[a [b [c]] d](missing.md)\n", 1),
+    "image inside a link": ("[![alt [x]](setup.md)](missing.md)\n", 1),
+    "reference link": ("[guide][ref]\n\n[ref]: missing.md#part\n", 3),
+    "reference definition in a blockquote": ("[guide][ref]\n\n> [ref]: missing.md\n", 3),
+    "reference definition in a list item": ("[guide][ref]\n\n- [ref]: missing.md\n", 3),
+    "destination on the next line": ("[guide][ref]\n\n[ref]:\n  missing.md\n", 3),
+}
+
+
+@pytest.mark.parametrize("markdown", NOT_LINKS.values(), ids=NOT_LINKS)
+def test_code_and_non_links_are_not_checked(markdown: str, docs: Path) -> None:
+    page = docs / "docs" / "page.md"
+    page.write_text(markdown)
+    assert extract_links(markdown) == []
+    assert check_links([page], confine=docs) == []
+
+
+@pytest.mark.parametrize(("markdown", "line"), REAL_LINKS.values(), ids=REAL_LINKS)
+def test_every_rendered_link_is_checked(markdown: str, line: int, docs: Path) -> None:
+    page = docs / "docs" / "page.md"
+    page.write_text(markdown)
+    problems = check_links([page], confine=docs)
+    assert [(p.line, p.rule) for p in problems] == [(line, "link-target")]
+    assert problems[0].message.startswith("missing.md")
+
+
+def test_reference_links_check_their_definition_once(docs: Path) -> None:
+    page = docs / "docs" / "page.md"
+    page.write_text(
+        "[one][good] [two][bad] [three][bad] ![img][bad]\n\n"
+        "[good]: setup.md#install-from-a-branch\n"
+        "[bad]: setup.md#nope\n"
+    )
+    problems = check_links([page], confine=docs)
+    assert [(p.line, p.rule) for p in problems] == [(4, "link-anchor")]
+    assert "no heading with anchor #nope" in problems[0].message
+
+
+def test_html_anchors_are_read_as_html_attributes() -> None:
+    text = "\n".join(
+        [
+            "<a id=bare></a>",
+            '<a name="named"></a>',
+            "",
+            'Inline <span\n  id="multi-line">x</span> and <span data-id="not-an-id">y</span>',
+            "",
+            '`<a id="in-code">` and <!-- <a id="in-comment"> -->',
+            "",
+            "> # Quoted heading",
+            "",
+            "- ## Listed heading",
+        ]
+    )
+    assert anchors(text) == {"bare", "named", "multi-line", "quoted-heading", "listed-heading"}
+
+
+def test_links_to_html_anchors_resolve(docs: Path) -> None:
+    (docs / "docs" / "anchors.md").write_text("# Anchors\n\n<a id=explicit></a>\n")
+    page = docs / "docs" / "page.md"
+    page.write_text("[a](anchors.md#explicit) [b](#here) <a name=here></a>\n")
+    assert check_links([page], confine=docs) == []

@@ -69,11 +69,15 @@ def test_check_prints_path_line_rule_message(
     skill_md.write_text(skill_md.read_text().replace("license: Apache-2.0", "model: haiku"))
     code, out, err = _run(["check", "--root", str(repo), str(skill_md)], capsys)
     assert code == 1
+    # Ours first, the reference validator's finding beside it.
     assert out.splitlines() == [
         "skills/automl-setup/SKILL.md:4: schema: field 'model' is not allowed; allowed fields: "
-        "name, description, license, compatibility, metadata, allowed-tools"
+        "name, description, license, compatibility, metadata, allowed-tools",
+        "skills/automl-setup/SKILL.md:1: skills-ref: Unexpected fields in frontmatter: model. "
+        "Only ['allowed-tools', 'compatibility', 'description', 'license', 'metadata', 'name'] "
+        "are allowed.",
     ]
-    assert "1 problem" in err
+    assert "2 problem" in err
 
 
 def test_sync_refusal_exits_1_and_lists_the_problems(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Annotated, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import anyio
 from mcp.server.mcpserver import Context, ElicitationResult, MCPServer, Resolve
@@ -37,6 +37,8 @@ from mcp_server.faces.mcp_inputs import (
     chosen_branch,
     engine_profile,
 )
+from mcp_server.faces.mcp_resources import StartedResources, register, started_resources
+from mcp_server.faces.mcp_roots import Roots, check_roots
 from mcp_server.faces.mcp_runtime import (
     MonotonicProgress,
     RedactingFormatter,
@@ -101,7 +103,7 @@ class HistoryReply(operations.InstallHistory):
     message: Message
 
 
-class StartedReply(StartedEngine):
+class StartedReply(StartedEngine, StartedResources):
     message: Message
 
 
@@ -116,9 +118,9 @@ class ListReply(ExperimentListing):
 ReplyT = TypeVar("ReplyT", bound=BaseModel)
 
 
-def _reply(cls: type[ReplyT], operation: str, result: BaseModel) -> ReplyT:
+def _reply(cls: type[ReplyT], operation: str, result: BaseModel, **extra: Any) -> ReplyT:
     return cls.model_validate(
-        {**result.model_dump(), "message": messages.render(operation, result)}
+        {**result.model_dump(), **extra, "message": messages.render(operation, result)}
     )
 
 
@@ -139,12 +141,13 @@ LOCAL_READ = {"read_only": True, "destructive": False, "idempotent": True, "open
     )
 )
 async def resolve_branch(
-    branch: Branch, ctx: Context, profile: ProfileOption = None
+    branch: Branch, ctx: Context, roots: Roots, profile: ProfileOption = None
 ) -> BranchResolutionReply:
     """Resolve exactly refs/heads/<branch> of the engine repository to a full commit id (a tag
     or a missing branch is an error). Installs nothing; show the user the commit."""
 
     def work() -> BranchResolutionReply:
+        check_roots(roots, profile_file=profile and profile.file)
         result = operations.resolve(ResolveRequest(profile=engine_profile(profile), branch=branch))
         return _reply(BranchResolutionReply, "resolve", result)
 
@@ -164,6 +167,7 @@ async def install_engine(
     python: Python,
     ctx: Context,
     asked: Annotated[ElicitationResult[BranchChoice], Resolve(ask_branch)],
+    roots: Roots,
     branch: Annotated[
         Branch | None, Field(description="Branch to install; omit both this and commit to ask.")
     ] = None,
@@ -182,6 +186,7 @@ async def install_engine(
     tracker = MonotonicProgress(ctx, STEPS)
 
     def work() -> InstallReply:
+        check_roots(roots, python=python, profile_file=profile and profile.file)
         request = InstallRequest(
             profile=engine_profile(profile),
             python=python,
@@ -200,6 +205,7 @@ async def install_engine(
 async def verify_engine(
     python: Python,
     ctx: Context,
+    roots: Roots,
     experiment_id: Annotated[
         ExperimentId | None,
         Field(description="Also compare the engine with this experiment's binding."),
@@ -212,6 +218,9 @@ async def verify_engine(
     field with the exact build that experiment is bound to."""
 
     def work() -> ProvenanceReply:
+        check_roots(
+            roots, python=python, workspace=workspace, profile_file=profile and profile.file
+        )
         query = ProvenanceQuery(
             profile=engine_profile(profile),
             python=python,
@@ -225,12 +234,13 @@ async def verify_engine(
 
 @server.tool(**hints("Diagnose the engine installation", **LOCAL_READ))
 async def diagnose_engine(
-    python: Python, ctx: Context, profile: ProfileOption = None
+    python: Python, ctx: Context, roots: Roots, profile: ProfileOption = None
 ) -> DiagnosisReply:
     """Explain what is (not) installed in `python`: the core engine, look-alike packages that do
     not provide it, the state of its record, and the commands that install it from source."""
 
     def work() -> DiagnosisReply:
+        check_roots(roots, python=python, profile_file=profile and profile.file)
         result = operations.diagnose(DiagnoseQuery(profile=engine_profile(profile), python=python))
         return _reply(DiagnosisReply, "diagnose", result)
 
@@ -246,22 +256,24 @@ async def diagnose_engine(
         open_world=False,
     )
 )
-async def repair_engine(python: Python, ctx: Context) -> RepairReply:
+async def repair_engine(python: Python, ctx: Context, roots: Roots) -> RepairReply:
     """Roll back an install into `python` that was killed halfway (or finish one whose record
     was already written), so the previous engine is back exactly; says so when there is
     nothing to repair. Refused while an install is running."""
 
     def work() -> RepairReply:
+        check_roots(roots, python=python)
         return _reply(RepairReply, "repair", operations.repair(RepairRequest(python=python)))
 
     return await run(ctx, work)
 
 
 @server.tool(**hints("Install history of an environment", **LOCAL_READ))
-async def history_engine(python: Python, ctx: Context) -> HistoryReply:
+async def history_engine(python: Python, ctx: Context, roots: Roots) -> HistoryReply:
     """Every install of the engine into the environment and every rollback, oldest first."""
 
     def work() -> HistoryReply:
+        check_roots(roots, python=python)
         return _reply(HistoryReply, "history", operations.history(HistoryQuery(python=python)))
 
     return await run(ctx, work)
@@ -277,16 +289,18 @@ async def history_engine(python: Python, ctx: Context) -> HistoryReply:
     )
 )
 async def launch_experiment(
-    manifest: Manifest, workspace: Workspace, python: Python, ctx: Context
+    manifest: Manifest, workspace: Workspace, python: Python, ctx: Context, roots: Roots
 ) -> StartedReply:
     """Start a new experiment bound to the verified engine in `python`, detached. Returns at
     once with the engine's pid, log path and binding path; follow it with status_experiment."""
 
     def work() -> StartedReply:
+        check_roots(roots, python=python, workspace=workspace, manifest=manifest)
         request = LaunchRequest(manifest=manifest, workspace=workspace, python=python, detach=True)
         started = operations.launch(request)
         reap(started.pid)
-        return _reply(StartedReply, "launch", started)
+        resources = started_resources(started, request.workspace)
+        return _reply(StartedReply, "launch", started, **resources)
 
     return await run(ctx, work)
 
@@ -306,12 +320,14 @@ async def resume_experiment(
     manifest: Annotated[Manifest, Field(description="The manifest the experiment started with.")],
     python: Python,
     ctx: Context,
+    roots: Roots,
 ) -> StartedReply:
     """Resume the experiment with exactly this id on exactly the engine build it is bound to,
     detached. Any difference refuses with the field-level diff and the commands that recreate
     the bound engine in a separate environment; nothing is installed or upgraded."""
 
     def work() -> StartedReply:
+        check_roots(roots, python=python, workspace=workspace, manifest=manifest)
         request = ResumeRequest(
             experiment_id=experiment_id,
             workspace=workspace,
@@ -321,18 +337,20 @@ async def resume_experiment(
         )
         started = operations.resume(request)
         reap(started.pid)
-        return _reply(StartedReply, "resume", started)
+        resources = started_resources(started, request.workspace)
+        return _reply(StartedReply, "resume", started, **resources)
 
     return await run(ctx, work)
 
 
 @server.tool(**hints("Experiment status", **LOCAL_READ))
 async def status_experiment(
-    experiment_id: ExperimentId, workspace: Workspace, ctx: Context
+    experiment_id: ExperimentId, workspace: Workspace, ctx: Context, roots: Roots
 ) -> StatusReply:
     """State, trials done, best trial and bound engine of one experiment, read from its ledger."""
 
     def work() -> StatusReply:
+        check_roots(roots, workspace=workspace)
         query = StatusQuery(experiment_id=experiment_id, workspace=workspace)
         return _reply(StatusReply, "status", operations.status(query))
 
@@ -340,10 +358,11 @@ async def status_experiment(
 
 
 @server.tool(**hints("List experiments", **LOCAL_READ))
-async def list_experiments(workspace: Workspace, ctx: Context) -> ListReply:
+async def list_experiments(workspace: Workspace, ctx: Context, roots: Roots) -> ListReply:
     """Every experiment launched by automl-setup in the workspace, with its status."""
 
     def work() -> ListReply:
+        check_roots(roots, workspace=workspace)
         listing = operations.list_experiments(ListQuery(workspace=workspace))
         return _reply(ListReply, "list", listing)
 
@@ -351,6 +370,7 @@ async def list_experiments(workspace: Workspace, ctx: Context) -> ListReply:
 
 
 forbid_unknown_arguments(server)
+register(server)  # the resource templates (faces/mcp_resources.py)
 
 
 # --------------------------------------------------------------------------------------------

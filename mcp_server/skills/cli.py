@@ -10,8 +10,9 @@ from pathlib import Path
 
 from mcp_server.errors import ExitCode, SetupError
 from mcp_server.skills.links import Problem, check_links, default_link_targets
+from mcp_server.skills.reference import reference_problems
 from mcp_server.skills.sync import CANONICAL_DIR, check_repository, manifest, sync
-from mcp_server.skills.validate import check_paths
+from mcp_server.skills.validate import check_paths, skill_dirs, skills_named
 
 
 class _UsageError(Exception):
@@ -89,11 +90,15 @@ def cli_main(argv: list[str]) -> int:
             print("skills sync: " + ("updated" if changes else "already in sync"))
             return ExitCode.OK
         if args.command == "check":
+            # Our rules, then the reference validator's findings beside them: either fails.
             if args.paths:
                 root = _root(args, need_skills=False)
-                return _report(check_paths(_existing(args.paths)), root, "skills check")
+                paths = _existing(args.paths)
+                theirs = reference_problems(skills_named(paths))
+                return _report(check_paths(paths) + theirs, root, "skills check")
             root = _root(args, need_skills=True)
-            return _report(check_repository(root), root, "skills check")
+            theirs = reference_problems(skill_dirs(root / CANONICAL_DIR))
+            return _report(check_repository(root) + theirs, root, "skills check")
         if args.command == "manifest":
             root = _root(args, need_skills=True)
             print(json.dumps(manifest(root / CANONICAL_DIR), indent=2))

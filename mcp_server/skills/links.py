@@ -1,7 +1,9 @@
 """Markdown link and anchor check: relative links must name real files, `#anchors` real headings.
 
 Links are resolved the way GitHub renders them: relative to the linking file, anchors
-matched against GitHub-style heading slugs. External http(s) links are only
+matched against GitHub-style heading slugs. The Markdown is parsed by markdown-it-py, a
+CommonMark parser (with GitHub's tables), so a code span or block is never a link and a
+reference definition is one wherever CommonMark says so. External http(s) links are only
 syntax-checked, never fetched, so the check is offline and deterministic.
 """
 
@@ -12,8 +14,13 @@ import re
 import unicodedata
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import cache
+from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
+
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
 
 MARKDOWN_SUFFIXES = frozenset({".md", ".markdown"})
 # What `automl-setup skills links` checks when given no paths, relative to the repository.
@@ -44,156 +51,145 @@ class Link:
     target: str | None  # None: a destination that does not parse, so no link renders
 
 
-# --- reading markdown -------------------------------------------------------------------
-
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
-_FRONTMATTER_END = re.compile(r"^---[ \t]*$")
-_HTML_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
-_CODE_SPAN = re.compile(r"(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.DOTALL)
+# --- parsing markdown -------------------------------------------------------------------
 
 
-def _blank(text: str) -> str:
-    """Same length and line breaks, no content: keeps offsets and line numbers valid."""
-    return re.sub(r"[^\n]", " ", text)
+class _Parser(MarkdownIt):
+    """CommonMark plus GitHub's tables, handing over every destination exactly as written."""
+
+    def normalizeLink(self, url: str) -> str:
+        return url  # not percent-encoded: messages quote the target the author wrote
+
+    def validateLink(self, url: str) -> bool:
+        return True  # `javascript:` must reach the scheme check, not silently become text
 
 
-def _without_frontmatter(lines: list[str]) -> list[str]:
-    # GitHub renders YAML frontmatter as a table, never as headings or links.
+@cache
+def _parser() -> _Parser:
+    # store_labels marks links that use a reference definition (the definition is checked
+    # once, where it is written); inline_definitions keeps each definition as a token with
+    # its line; text_join off keeps backslash escapes apart from plain text.
+    options = {"store_labels": True, "inline_definitions": True}
+    return _Parser("commonmark", options).enable("table").disable("text_join")
+
+
+def _without_frontmatter(text: str) -> str:
+    """YAML frontmatter blanked, line count kept: GitHub renders it as a table, not as
+    headings or links, while CommonMark would read it as a rule and a setext heading."""
+    lines = text.splitlines(keepends=True)
     if lines and lines[0].rstrip("\r\n") == "---":
         for i in range(1, len(lines)):
-            if _FRONTMATTER_END.match(lines[i].rstrip("\r\n")):
-                return ["\n"] * (i + 1) + lines[i + 1 :]
-    return lines
+            if lines[i].rstrip() == "---":
+                return "\n" * (i + 1) + "".join(lines[i + 1 :])
+    return text
 
 
-def _without_fences(lines: list[str]) -> list[str]:
-    out: list[str] = []
-    fence: str | None = None
-    for line in lines:
-        m = _FENCE.match(line)
-        if fence is None:
-            if m:
-                fence = m.group(1)
-                out.append("\n")
-                continue
-            out.append(line)
-        else:
-            closes = m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence)
-            if closes and not line.strip().lstrip(fence[0]):
-                fence = None
-            out.append("\n")
-    return out
+def _tokens(text: str) -> list[Token]:
+    return _parser().parse(_without_frontmatter(text))
 
 
-def _blocks(text: str) -> str:
-    """The text with frontmatter, fenced code and HTML comments blanked out."""
-    lines = _without_fences(_without_frontmatter(text.splitlines(keepends=True)))
-    return _HTML_COMMENT.sub(lambda m: _blank(m.group(0)), "".join(lines))
+@dataclass(frozen=True)
+class _Placed:
+    """An inline token and the 1-based file line it starts on."""
+
+    line: int
+    token: Token
 
 
-def prose(text: str) -> str:
-    """Like _blocks, and code spans blanked too: what is left may hold links."""
+def _inline(block: Token) -> Iterator[_Placed]:
+    """The children of an inline token, each with its line (the block's first line plus the
+    line breaks before it)."""
+    assert block.map is not None  # the block parser maps every inline token it emits
+    line = block.map[0] + 1
+    for child in block.children or []:
+        yield _Placed(line, child)
+        if child.type in {"softbreak", "hardbreak"}:
+            line += 1
+        elif child.type == "html_inline":
+            line += child.content.count("\n")
 
-    def _span(m: re.Match[str]) -> str:
-        # A code span never crosses a paragraph break.
-        return m.group(0) if "\n\n" in m.group(0) else _blank(m.group(0))
 
-    return _CODE_SPAN.sub(_span, _blocks(text))
+class _HtmlAttributes(HTMLParser):
+    """Start-tag attributes of an HTML fragment, each with its line inside the fragment."""
+
+    def __init__(self, names: frozenset[str]) -> None:
+        super().__init__(convert_charrefs=True)
+        self._names = names
+        self.found: list[tuple[int, str]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        line = self.getpos()[0]
+        self.found.extend((line, value) for name, value in attrs if name in self._names and value)
+
+
+def _html_attributes(html: str, names: frozenset[str]) -> list[tuple[int, str]]:
+    parser = _HtmlAttributes(names)
+    parser.feed(html)
+    parser.close()
+    return parser.found
+
+
+def _html_tokens(tokens: list[Token]) -> Iterator[tuple[int, str]]:
+    """(first line, HTML) of every HTML block and inline tag outside code."""
+    for token in tokens:
+        if token.type == "html_block" and token.map is not None:
+            yield token.map[0] + 1, token.content
+        elif token.type == "inline":
+            for placed in _inline(token):
+                if placed.token.type == "html_inline":
+                    yield placed.line, placed.token.content
 
 
 # --- links ------------------------------------------------------------------------------
 
-# `[text](` or `![alt](`; link text may hold one level of brackets (an image inside a link).
-_INLINE_OPEN = re.compile(r"!?\[(?:[^\[\]\\]|\\.|\[(?:[^\[\]\\]|\\.)*\])*\]\(")
-_REFERENCE_DEF = re.compile(r"^ {0,3}\[(?!\^)[^\]]+\]:[ \t]*(<[^>\n]*>|\S+)", re.MULTILINE)
-_AUTOLINK = re.compile(r"<((?:https?|mailto):[^\s<>]*)>", re.IGNORECASE)
-_HTML_ATTR = re.compile(r"<[A-Za-z][^<>]*?\b(?:href|src)\s*=\s*[\"']([^\"']*)[\"']", re.DOTALL)
+_LINK_ATTRS = frozenset({"href", "src"})
+_ANCHOR_ATTRS = frozenset({"id", "name"})
+# `](` left in plain text is a link CommonMark refused, as for `[a](b c)`: no link renders.
+_REFUSED_LINK = re.compile(r"\]\(")
 
 
-def _destination(text: str, start: int) -> str | None:
-    """The link destination starting at `start` (just after `(`), or None when malformed."""
-    i = start
-    while i < len(text) and text[i] in " \t\n":
-        i += 1
-    if i < len(text) and text[i] == "<":
-        end = text.find(">", i)
-        return None if end < 0 or "\n" in text[i:end] else _unescape(text[i + 1 : end])
-    depth = 0
-    j = i
-    while j < len(text):
-        c = text[j]
-        if c == "\\":
-            j += 2
-            continue
-        if c in " \t\n":
-            break
-        if c == "(":
-            depth += 1
-        elif c == ")":
-            if depth == 0:
-                break
-            depth -= 1
-        j += 1
-    k = j
-    while k < len(text) and text[k] in " \t\n":
-        k += 1
-    if k < len(text) and text[k] not in ")\"'(":
-        return None  # `[a](b c)` renders as plain text, not as a link
-    return _unescape(text[i:j])
-
-
-def _unescape(destination: str) -> str:
-    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", destination)
-
-
-def _line_of(text: str, offset: int) -> int:
-    return text.count("\n", 0, offset) + 1
+def _inline_links(block: Token) -> Iterator[Link]:
+    for placed in _inline(block):
+        token = placed.token
+        if token.type in {"link_open", "image"} and "label" not in token.meta:
+            href = token.attrGet("href" if token.type == "link_open" else "src")
+            yield Link(placed.line, str(href or ""))
+        elif token.type == "text":
+            for _ in _REFUSED_LINK.finditer(token.content):
+                yield Link(placed.line, None)
 
 
 def extract_links(text: str) -> list[Link]:
     """Inline links and images, reference definitions, autolinks and HTML href/src."""
-    body = prose(text)
-    found: list[tuple[int, str | None]] = []
-    for m in _INLINE_OPEN.finditer(body):
-        found.append((m.start(), _destination(body, m.end())))
-    for m in _REFERENCE_DEF.finditer(body):
-        found.append((m.start(1), m.group(1).strip("<>")))
-    for m in _AUTOLINK.finditer(body):
-        found.append((m.start(1), m.group(1)))
-    for m in _HTML_ATTR.finditer(body):
-        found.append((m.start(1), m.group(1)))
-    found.sort(key=lambda item: item[0])
-    return [Link(_line_of(body, off), target) for off, target in found]
+    tokens = _tokens(text)
+    found: list[Link] = []
+    for token in tokens:
+        if token.type == "inline":
+            found.extend(_inline_links(token))
+        elif token.type == "definition" and token.map is not None:
+            found.append(Link(token.map[0] + 1, token.meta["url"]))
+    for line, html in _html_tokens(tokens):
+        found.extend(
+            Link(line + at - 1, value) for at, value in _html_attributes(html, _LINK_ATTRS)
+        )
+    # Stable: links on one line keep their order in the file.
+    return sorted(found, key=lambda link: link.line)
 
 
 # --- anchors ----------------------------------------------------------------------------
 
-_ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
-_SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
-_NOT_PARAGRAPH = re.compile(r"^ {0,3}(?:#|>|[-*+][ \t]|\d+[.)][ \t]|\|)")
-_HTML_ID = re.compile(r"<[A-Za-z][^<>]*?\b(?:id|name)\s*=\s*[\"']([^\"']+)[\"']")
-_INLINE_LINK_TEXT = re.compile(r"!\[[^\]]*\]\([^)]*\)|\[([^\]]*)\]\([^)]*\)")
-_HTML_TAG = re.compile(r"</?[A-Za-z][^<>]*>")
-_EMPHASIS_UNDERSCORE = re.compile(r"(?<![\w])_+|_+(?![\w])")
 
-
-def _heading_text(raw: str) -> str:
-    """The rendered text of a heading: code kept verbatim, link text kept, markup dropped."""
-    parts = re.split(r"(`+)(.+?)\1", raw)
-    # re.split with two groups yields [text, ticks, code, text, ticks, code, ..., text].
-    out: list[str] = []
-    for i, part in enumerate(parts):
-        kind = i % 3
-        if kind == 1:
-            continue
-        if kind == 2:
-            out.append(part.strip() or part)
-            continue
-        part = _INLINE_LINK_TEXT.sub(lambda m: m.group(1) or "", part)
-        part = _HTML_TAG.sub("", part)
-        part = _EMPHASIS_UNDERSCORE.sub("", part)
-        out.append(part.replace("\\", ""))
-    return "".join(out).strip()
+def _heading_text(block: Token) -> str:
+    """The rendered text of a heading: code kept verbatim, link text kept, markup, HTML tags
+    and images dropped, as in the heading's textContent that GitHub slugs."""
+    parts: list[str] = []
+    for placed in _inline(block):
+        token = placed.token
+        if token.type in {"text", "text_special", "code_inline"}:
+            parts.append(token.content)
+        elif token.type in {"softbreak", "hardbreak"}:
+            parts.append("\n")
+    return "".join(parts).strip()
 
 
 def github_slug(text: str) -> str:
@@ -209,17 +205,10 @@ def github_slug(text: str) -> str:
 
 def anchors(text: str) -> set[str]:
     """Every fragment a link may target in this markdown text, deduplicated like GitHub."""
-    lines = _blocks(text).splitlines()  # code spans kept: their text is part of the slug
-    headings: list[str] = []
-    for i, line in enumerate(lines):
-        m = _ATX.match(line)
-        if m:
-            headings.append(_heading_text(m.group(2) or ""))
-            continue
-        prev = lines[i - 1] if i else ""
-        underline = _SETEXT.match(line) and not _SETEXT.match(prev)
-        if underline and prev.strip() and not _NOT_PARAGRAPH.match(prev):
-            headings.append(_heading_text(prev.strip()))
+    tokens = _tokens(text)
+    headings = [
+        _heading_text(tokens[i + 1]) for i, t in enumerate(tokens) if t.type == "heading_open"
+    ]
     seen: dict[str, int] = {}
     result: set[str] = set()
     for heading in headings:
@@ -231,7 +220,9 @@ def anchors(text: str) -> set[str]:
             slug = f"{base}-{seen[base]}"
         seen[slug] = 0
         result.add(slug)
-    result.update(_HTML_ID.findall(prose(text)))
+    # Explicit <a id=...> / <a name=...> targets, in HTML outside code.
+    for _, html in _html_tokens(tokens):
+        result.update(value for _, value in _html_attributes(html, _ANCHOR_ATTRS))
     return result
 
 

@@ -278,17 +278,29 @@ def validate_skills_root(skills_root: Path) -> list[Problem]:
     return problems
 
 
+def _named(path: Path) -> tuple[Path, bool]:
+    """What a PATH of `skills check` names: (the folder, whether it is a folder of skills)."""
+    if path.is_file() and path.name == SKILL_FILE:
+        return path.parent, False
+    if (path / SKILL_FILE).exists() or not _holds_skills(path):
+        return path, False
+    return path, True
+
+
 def check_paths(paths: Sequence[Path]) -> list[Problem]:
     """`skills check PATH...`: each PATH is a SKILL.md, a skill folder or a folder of skills."""
     problems = []
-    for path in paths:
-        if path.is_file() and path.name == SKILL_FILE:
-            problems.extend(validate_skill(path.parent))
-        elif (path / SKILL_FILE).exists() or not _holds_skills(path):
-            problems.extend(validate_skill(path))
-        else:
-            problems.extend(validate_skills_root(path))
+    for folder, is_root in map(_named, paths):
+        problems.extend(validate_skills_root(folder) if is_root else validate_skill(folder))
     return problems
+
+
+def skills_named(paths: Sequence[Path]) -> list[Path]:
+    """The skill folders that `check_paths(paths)` validates."""
+    found: list[Path] = []
+    for folder, is_root in map(_named, paths):
+        found.extend(skill_dirs(folder) if is_root else [folder])
+    return found
 
 
 def _holds_skills(folder: Path) -> bool:

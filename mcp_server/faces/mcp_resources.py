@@ -1,0 +1,203 @@
+"""The MCP resources: what an agent reads (an environment's install record and history, an
+experiment's binding, attempts ledger, status and the tail of an attempt's log), each behind a
+URI template, read through the same core as the tools and checked by the same value types.
+
+A path travels as one URI segment, percent-encoded whole (RFC 6570 simple expansion: '/'
+becomes %2F), so any absolute path round-trips and a template can never match across it:
+
+    automl-setup://environment/%2Fsrv%2Fvenv/record
+    automl-setup://experiment/%2Fsrv%2Fws/exp-1/log/2
+
+Every refusal is the core's own text (cause and remedy), sent as an invalid-params error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from typing import Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError
+from mcp.server.mcpserver.resources.templates import ResourceSecurity
+from mcp.shared.uri_template import UriTemplate
+from pydantic import BaseModel, ConfigDict, Field
+
+from mcp_server import operations
+from mcp_server.environment.records import RecordStore
+from mcp_server.environment.target import locate
+from mcp_server.errors import InvalidInput, SetupError, shown
+from mcp_server.experiments.attempts import AttemptEntry, read_attempts
+from mcp_server.experiments.binding import read_binding
+from mcp_server.experiments.files import ExperimentFiles, require_experiment
+from mcp_server.experiments.started import StartedEngine
+from mcp_server.redact import redact_text
+from mcp_server.requests import HistoryQuery, StatusQuery
+from mcp_server.values import ExperimentId, TargetPath, WorkspacePath
+
+ENVIRONMENT = "automl-setup://environment/{python}"
+EXPERIMENT = "automl-setup://experiment/{workspace}/{experiment_id}"
+LOG_TAIL_BYTES = 64 * 1024
+JSON = "application/json"
+
+# The SDK's default policy refuses absolute paths, which every path here is; the value types
+# below hold every rule for these strings (the tools' rules), with a message that says why.
+OWN_CHECKS = ResourceSecurity(exempt_params={"python", "workspace", "experiment_id", "attempt"})
+
+
+def environment_uri(python: str, leaf: str) -> str:
+    return UriTemplate.parse(f"{ENVIRONMENT}/{leaf}").expand({"python": python})
+
+
+def experiment_uri(workspace: str, experiment_id: str, leaf: str) -> str:
+    template = UriTemplate.parse(f"{EXPERIMENT}/{leaf}")
+    return template.expand({"workspace": workspace, "experiment_id": experiment_id})
+
+
+class StartedResources(BaseModel):
+    """The resource URIs of a started attempt, beside the paths the reply already carries."""
+
+    binding_resource: str = Field(description="URI of the experiment's binding.")
+    attempts_resource: str = Field(description="URI of the experiment's attempts ledger.")
+    status_resource: str = Field(description="URI of the experiment's status.")
+    log_resource: str | None = Field(description="URI of the tail of this attempt's log.")
+
+
+def started_resources(started: StartedEngine, workspace: WorkspacePath) -> dict[str, Any]:
+    files = ExperimentFiles(workspace.path, ExperimentId(started.experiment_id))
+    entries, _torn = read_attempts(files)
+    # The ledger, not the log's file name, says which attempt wrote this log.
+    number = next((e.attempt for e in reversed(entries) if e.log == started.log_path), None)
+
+    def uri(leaf: str) -> str:
+        return experiment_uri(str(workspace), started.experiment_id, leaf)
+
+    log = uri(f"log/{number}") if number is not None else None
+    return StartedResources(
+        binding_resource=uri("binding"),
+        attempts_resource=uri("attempts"),
+        status_resource=uri("status"),
+        log_resource=log,
+    ).model_dump()
+
+
+class AttemptsLedger(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    experiment_id: str
+    attempts_path: str
+    entries: list[AttemptEntry]
+    torn_line: int | None = Field(description="Line number of a torn (interrupted) write.")
+
+
+@contextlib.contextmanager
+def _refusals() -> Iterator[None]:
+    """A core refusal reaches the client as its full text (the SDK would otherwise hide any
+    other exception behind "Error creating resource")."""
+    try:
+        yield
+    except SetupError as exc:
+        raise ResourceNotFoundError(exc.full_text()) from None
+
+
+def _experiment(workspace: str, experiment_id: str) -> ExperimentFiles:
+    files = ExperimentFiles(WorkspacePath(workspace).path, ExperimentId(experiment_id))
+    require_experiment(files, "read resource", remedy="see the experiments of the workspace with")
+    return files
+
+
+def _attempt_number(attempt: str) -> int:
+    if not (attempt.isascii() and attempt.isdigit() and 0 < len(attempt) <= 9 and int(attempt)):
+        raise InvalidInput(
+            "read log",
+            f"{shown(attempt, 20)} is not an attempt number",
+            "use the attempt number of the attempts ledger (1, 2, ...)",
+        )
+    return int(attempt)
+
+
+def register(server: MCPServer) -> None:
+    """Declare the resource templates on `server` (the MCPServer of faces/server.py)."""
+
+    def resource(template: str, mime_type: str = JSON) -> Any:
+        return server.resource(template, mime_type=mime_type, security=OWN_CHECKS)
+
+    @resource(f"{ENVIRONMENT}/record")
+    def environment_record(python: str) -> str:
+        """The install record of the engine in the environment (interpreter or venv
+        directory), exactly the JSON of its engine-record.json."""
+        with _refusals():
+            env = locate(TargetPath(python))
+            record = RecordStore(env.state_dir).read_record()
+            if record is None:
+                raise SetupError(
+                    "read record",
+                    f"no install record in {env.prefix}",
+                    f"install the engine first: `automl-setup install --python {env.prefix}`",
+                )
+            return record.model_dump_json(indent=2)
+
+    @resource(f"{ENVIRONMENT}/history")
+    def environment_history(python: str) -> str:
+        """Every install and rollback in the environment: `automl-setup history --json`."""
+        with _refusals():
+            query = HistoryQuery(python=TargetPath(python))
+            return operations.history(query).model_dump_json(indent=2)
+
+    @resource(f"{EXPERIMENT}/binding")
+    def experiment_binding(workspace: str, experiment_id: str) -> str:
+        """The experiment's binding to its exact engine build, read strictly."""
+        with _refusals():
+            return read_binding(_experiment(workspace, experiment_id)).model_dump_json(indent=2)
+
+    @resource(f"{EXPERIMENT}/attempts")
+    def experiment_attempts(workspace: str, experiment_id: str) -> str:
+        """Every launch, resume, refusal and exit of the experiment, oldest first."""
+        with _refusals():
+            files = _experiment(workspace, experiment_id)
+            entries, torn = read_attempts(files)
+            ledger = AttemptsLedger(
+                experiment_id=files.experiment_id,
+                attempts_path=str(files.attempts),
+                entries=entries,
+                torn_line=torn,
+            )
+            return ledger.model_dump_json(indent=2)
+
+    @resource(f"{EXPERIMENT}/status")
+    def experiment_status(workspace: str, experiment_id: str) -> str:
+        """The experiment's status: `automl-setup status --json`."""
+        with _refusals():
+            query = StatusQuery(
+                experiment_id=ExperimentId(experiment_id), workspace=WorkspacePath(workspace)
+            )
+            return operations.status(query).model_dump_json(indent=2)
+
+    @resource(f"{EXPERIMENT}/log/{{attempt}}", mime_type="text/plain")
+    def experiment_log(workspace: str, experiment_id: str, attempt: str) -> str:
+        """The last 64 KiB of the engine output of one attempt (from its first whole line),
+        credentials masked."""
+        with _refusals():
+            files = _experiment(workspace, experiment_id)
+            path = files.log(_attempt_number(attempt))
+            try:
+                with path.open("rb") as log:
+                    size = log.seek(0, os.SEEK_END)
+                    log.seek(max(0, size - LOG_TAIL_BYTES))
+                    tail = log.read(LOG_TAIL_BYTES)
+            except FileNotFoundError:
+                raise InvalidInput(
+                    "read log",
+                    f"experiment {files.experiment_id} has no log of attempt {attempt}",
+                    "see its attempts resource for the attempts that have a log",
+                ) from None
+            except OSError as exc:
+                raise SetupError(
+                    "read log", f"cannot read {path}: {exc.strerror}", "check its permissions"
+                ) from None
+            if size > LOG_TAIL_BYTES and b"\n" in tail:
+                # The first line was cut: start at the next whole one, so that no credential
+                # is cut where the redaction below would no longer recognise it.
+                tail = tail.partition(b"\n")[2]
+            return redact_text(tail.decode("utf-8", errors="replace"))

@@ -1,0 +1,119 @@
+"""MCP roots: the directories a client lets this server touch. When the client declares roots,
+every path argument of every tool must resolve (symlinks followed) inside one of them, or the
+tool refuses before anything runs; a client that declares none sees no difference.
+
+The roots are fetched for every call (a resolver returning `ListRoots`), so a change the client
+announces with `notifications/roots/list_changed` - or does not announce at all - is seen by
+the very next call: there is no cached list that could be stale.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated
+from urllib.parse import unquote, urlparse
+
+from mcp.server.mcpserver import Context, ListRoots, Resolve
+from mcp.types import ListRootsResult
+
+from mcp_server.errors import InvalidInput
+
+STEP = "check roots"
+
+
+def root_path(uri: str) -> Path | None:
+    """The local directory a `file://` root names, or None for one on another host (it
+    contains nothing here)."""
+    parsed = urlparse(uri)
+    if parsed.scheme != "file" or parsed.netloc not in ("", "localhost"):
+        return None
+    return Path(unquote(parsed.path))
+
+
+def inside_roots(path: str | Path, roots: Sequence[str | Path]) -> bool:
+    """Whether `path`, with `..` and every symlink resolved (a path that does not exist yet
+    resolves through its existing part), is one of `roots` or below one; the roots are
+    resolved the same way, so a root that is itself a symlink names its target."""
+    resolved = _resolved(path)
+    if resolved is None:  # a symlink loop is inside nothing
+        return False
+    real_roots = (real for real in map(_resolved, roots) if real is not None)
+    return any(resolved == real or real in resolved.parents for real in real_roots)
+
+
+def _resolved(path: str | Path) -> Path | None:
+    # As the value types read a path (mcp_server/values.py): `~` expanded, then resolved the
+    # way the OS follows it (a `..` after a symlink leaves the symlink's target).
+    try:
+        return Path(path).expanduser().resolve()
+    except (OSError, RuntimeError):  # RuntimeError: a symlink loop (Python < 3.13)
+        return None
+
+
+def environment_of(python: str) -> Path:
+    """The directory a `python` argument makes the tool change: a venv directory (or one to
+    be created) as given; for an interpreter, the venv CPython finds it in by its name, not its
+    target (pyvenv.cfg one level above its bin/), else the interpreter's own resolved file. So
+    a symlink inside a root to a venv's interpreter elsewhere, which runs as that venv's base
+    Python, is judged by where it really runs."""
+    given = Path(python).expanduser().absolute()
+    if not given.is_file():
+        return given
+    venv = given.parent.parent
+    return venv if (venv / "pyvenv.cfg").is_file() else given
+
+
+def client_roots(ctx: Context) -> ListRoots | None:
+    """Resolver: ask the client for its roots when it declares the capability; None (no
+    confinement) when it does not."""
+    caps = ctx.client_capabilities
+    return ListRoots() if caps is not None and caps.roots is not None else None
+
+
+Roots = Annotated[ListRootsResult | None, Resolve(client_roots)]
+
+
+def check_roots(
+    roots: ListRootsResult | None,
+    *,
+    python: str | None = None,
+    workspace: str | None = None,
+    manifest: str | None = None,
+    profile_file: str | None = None,
+) -> None:
+    """Refuse (InvalidInput, step "check roots") when a path argument lies outside every root
+    the client declared. No roots declared, or an empty list, confines nothing: the client
+    has said nothing about where the server may go."""
+    if roots is None or not roots.roots:
+        return
+    uris = [str(root.uri) for root in roots.roots]
+    local = [path for path in map(root_path, uris) if path is not None]
+    # What each argument names, and the path judged for it (python: its environment).
+    named = {
+        "python": (python, environment_of(python) if python is not None else None),
+        "workspace": (workspace, workspace),
+        "manifest": (manifest, manifest),
+        "profile.file": (profile_file, profile_file),
+    }
+    outside = [
+        _shown(name, given, judged)
+        for name, (given, judged) in named.items()
+        if judged is not None and not inside_roots(judged, local)
+    ]
+    if outside:
+        raise InvalidInput(
+            STEP,
+            f"{'; '.join(outside)}: outside the client's roots ({', '.join(uris)}); "
+            "nothing was touched",
+            "pass paths inside one of the roots, or ask the user to add the directory to the "
+            "client's roots",
+        )
+
+
+def _shown(name: str, given: str, judged: str | Path) -> str:
+    """`name given`, with where it really leads when that is not the text given."""
+    real = _resolved(judged)
+    if real is None:
+        return f"{name} {given} (a symlink loop)"
+    return f"{name} {given}" if str(real) == given else f"{name} {given} (resolves to {real})"

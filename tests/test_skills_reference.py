@@ -1,0 +1,100 @@
+"""`skills check` runs the Agent Skills reference validator (skills-ref) beside our rules."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+import skills_ref
+import tomllib
+
+from mcp_server.faces.cli import main
+from mcp_server.skills.validate import validate_skill
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO / "tests" / "fixtures" / "skills"
+
+# Skills our rules accept and the reference validator rejects, with its finding as printed.
+REFERENCE_ONLY = {
+    "flow-metadata": (
+        FIXTURES / "reference-rejects" / "flow-metadata",
+        "4: skills-ref: Invalid YAML in frontmatter: While scanning",
+    ),
+    # We limit the description after collapsing whitespace, the reference before.
+    "long-description": (
+        FIXTURES / "pass" / "description-1024-collapsed" / "long-description",
+        "1: skills-ref: Description exceeds 1024 character limit (1076 chars)",
+    ),
+}
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    shutil.copytree(REPO / "skills", tmp_path / "skills")
+    return tmp_path
+
+
+def _snapshot(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize(("source", "finding"), REFERENCE_ONLY.values(), ids=REFERENCE_ONLY)
+def test_a_skill_only_the_reference_rejects_fails_the_check(
+    source: Path, finding: str, repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    skill = repo / "skills" / source.name
+    shutil.copytree(source, skill)
+    assert validate_skill(skill) == []  # our rules alone let it through ...
+    assert skills_ref.validate(skill) != []
+    # ... so sync (our rules) copies it, and the check then fails on the reference's finding.
+    assert main(["skills", "sync", "--root", str(repo)]) == 0
+    capsys.readouterr()
+
+    for paths in ([], [str(skill)]):
+        assert main(["skills", "check", "--root", str(repo), *paths]) == 1
+        out, err = capsys.readouterr()
+        assert len(out.splitlines()) == 1, out
+        assert out.startswith(f"skills/{source.name}/SKILL.md:{finding}")
+        assert "skills check: 1 problem(s)" in err
+
+
+def test_the_committed_skills_pass_the_reference_validator() -> None:
+    for skill in sorted((REPO / "skills").iterdir()):
+        assert skills_ref.validate(skill) == [], skill.name
+
+
+@pytest.mark.parametrize("with_paths", [False, True], ids=["repository", "paths"])
+def test_without_skills_ref_check_refuses_naming_the_package(
+    with_paths: bool,
+    repo: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["skills", "sync", "--root", str(repo)]) == 0
+    capsys.readouterr()
+    before = _snapshot(repo)
+    # None in sys.modules is how Python marks a module as not importable.
+    monkeypatch.setitem(sys.modules, "skills_ref", None)
+    argv = ["skills", "check", "--root", str(repo)]
+    if with_paths:
+        argv.append(str(repo / "skills"))
+
+    assert main(argv) == 1
+    out, err = capsys.readouterr()
+    assert out == ""  # no half report: our findings alone would look like a pass
+    assert err.splitlines() == [
+        "skills check: the Agent Skills reference validator (Python package skills-ref) "
+        "is not installed",
+        "  remedy: install it: pip install 'skills-ref>=0.1.1,<0.2' (Python 3.11 or newer; "
+        "it comes with automl-setup's test extra: pip install -e '.[test]')",
+    ]
+    assert _snapshot(repo) == before
+
+
+def test_dependencies_are_declared() -> None:
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert any(d.startswith("markdown-it-py") for d in project["dependencies"])
+    test_extra = project["optional-dependencies"]["test"]
+    assert "skills-ref>=0.1.1,<0.2; python_version >= '3.11'" in test_extra
