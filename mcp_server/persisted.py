@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, model_validator
 
 from mcp_server.errors import SetupError
+from mcp_server.fsutil import read_json_lines
 
 STRICT_READ = "automl_setup_strict_read"
 
@@ -74,3 +75,17 @@ def load_persisted(
         raise SetupError(
             f"read {what}", f"{where} is not a valid {what} ({describe_error(exc)})", remedy
         ) from None
+
+
+def load_persisted_lines(
+    model: type[M], path: Path, *, what: str, entry: str, remedy: str
+) -> tuple[list[M], int | None]:
+    """Every line of the append-only JSON-lines file `what`, read strictly as `model` (a damaged
+    `entry` refuses, naming its line), and the number of a torn last line (reported, never
+    dropped)."""
+    lines = read_json_lines(path, what=what)
+    entries = [
+        load_persisted(model, raw, what=entry, path=path, remedy=remedy, line=number)
+        for number, raw in enumerate(lines.entries, start=1)
+    ]
+    return entries, lines.torn_line

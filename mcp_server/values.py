@@ -16,8 +16,6 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import urlsplit
 
-import git
-from git.exc import GitCommandError
 from pydantic import GetCoreSchemaHandler
 from pydantic_core import core_schema
 
@@ -116,6 +114,9 @@ class BranchName(_Value):
 
 
 def _check_ref_format(name: str) -> bool:
+    import git  # here: every command imports this module, few check a branch (start-up time)
+    from git.exc import GitCommandError
+
     # Run in an empty directory with discovery fenced off, so `@{-1}` and friends can never be
     # expanded against some repository that happens to contain the working directory.
     with scratch_dir("automl-setup-ref-") as empty:

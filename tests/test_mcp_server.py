@@ -263,7 +263,7 @@ async def test_read_only_tools_match_the_cli(world: World) -> None:
 
 
 @pytest.mark.slow
-async def test_check_provenance_reports_a_tampered_engine(
+async def test_verify_engine_reports_a_tampered_engine(
     installed_env: Path, source_repo: SourceRepository
 ) -> None:
     (module,) = installed_env.glob("lib/python*/site-packages/automl_refengine/search.py")
@@ -279,7 +279,7 @@ async def test_check_provenance_reports_a_tampered_engine(
 
 
 @pytest.mark.slow
-async def test_check_provenance_on_an_empty_environment_explains(tmp_path: Path) -> None:
+async def test_verify_engine_on_an_empty_environment_explains(tmp_path: Path) -> None:
     env = tmp_path / "bare"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True)
     async with Client(server) as client:

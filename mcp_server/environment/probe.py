@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated
 
@@ -79,13 +78,13 @@ print(json.dumps({
 """
 
 
-def _absolute(value: str) -> str:
-    if not Path(value).is_absolute():
-        raise ValueError(f"{value!r} is not an absolute path")
+def _absolute(value: Path) -> Path:
+    if not value.is_absolute():
+        raise ValueError(f"{str(value)!r} is not an absolute path")
     return value
 
 
-AbsolutePath = Annotated[str, AfterValidator(_absolute)]
+AbsolutePath = Annotated[Path, AfterValidator(_absolute)]
 
 
 class _Answer(BaseModel):
@@ -95,33 +94,7 @@ class _Answer(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
-class _DistAnswer(_Answer):
-    name: str
-    version: str
-    dist_info: str | None
-    direct_url: str | None
-    installer: str | None
-    requires: list[str]
-    console_scripts: list[str]
-
-
-class _ProbeAnswer(_Answer):
-    executable: str
-    prefix: AbsolutePath
-    base_prefix: str
-    purelib: AbsolutePath
-    scripts: AbsolutePath
-    python_version: str
-    implementation: str
-    platform: str
-    dists: dict[str, _DistAnswer | None]
-    modules: dict[str, bool]
-    versions: dict[str, str]
-    torch_cuda: str | None
-
-
-@dataclass(frozen=True)
-class InstalledDist:
+class InstalledDist(_Answer):
     name: str
     version: str
     dist_info: Path | None
@@ -131,12 +104,12 @@ class InstalledDist:
     console_scripts: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class Probe:
+class Probe(_Answer):
     executable: str
-    prefix: Path
-    purelib: Path
-    scripts: Path
+    prefix: AbsolutePath
+    base_prefix: str
+    purelib: AbsolutePath
+    scripts: AbsolutePath
     python_version: str
     implementation: str
     platform: str
@@ -144,7 +117,10 @@ class Probe:
     modules: dict[str, bool]
     versions: dict[str, str]  # canonical name -> version, every distribution in the environment
     torch_cuda: str | None
-    is_venv: bool = field(default=False)
+
+    @property
+    def is_venv(self) -> bool:
+        return str(self.prefix) != self.base_prefix
 
 
 def probe_interpreter(
@@ -163,7 +139,7 @@ def probe_interpreter(
             "the target must be Python 3.8 or newer; pass --python pointing at one",
         ) from None
     try:
-        data = _ProbeAnswer.model_validate_json(out.stdout)
+        return Probe.model_validate_json(out.stdout)
     except ValidationError as exc:
         raise SetupError(
             "inspect environment",
@@ -171,20 +147,6 @@ def probe_interpreter(
             f"answer to the probe is malformed ({describe_error(exc)})",
             "pass --python pointing at a working Python 3.8+ interpreter or venv",
         ) from None
-    return Probe(
-        executable=data.executable,
-        prefix=Path(data.prefix),
-        purelib=Path(data.purelib),
-        scripts=Path(data.scripts),
-        python_version=data.python_version,
-        implementation=data.implementation,
-        platform=data.platform,
-        dists={k: _installed(v) for k, v in data.dists.items()},
-        modules=data.modules,
-        versions=data.versions,
-        torch_cuda=data.torch_cuda,
-        is_venv=data.prefix != data.base_prefix,
-    )
 
 
 def run_checked(
@@ -211,17 +173,3 @@ def process_failure(exc: BaseException) -> str:
     if isinstance(exc, subprocess.TimeoutExpired):
         return f"no answer within {exc.timeout:.0f} s"
     return str(exc)
-
-
-def _installed(raw: _DistAnswer | None) -> InstalledDist | None:
-    if raw is None:
-        return None
-    return InstalledDist(
-        name=raw.name,
-        version=raw.version,
-        dist_info=Path(raw.dist_info) if raw.dist_info else None,
-        direct_url=raw.direct_url,
-        installer=raw.installer,
-        requires=tuple(raw.requires),
-        console_scripts=tuple(raw.console_scripts),
-    )

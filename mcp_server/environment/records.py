@@ -14,8 +14,8 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from mcp_server.errors import SetupError
-from mcp_server.fsutil import append_json_line, atomic_write_bytes, read_file, read_json_lines
-from mcp_server.persisted import Persisted, load_persisted
+from mcp_server.fsutil import append_json_line, atomic_write_bytes, read_file
+from mcp_server.persisted import Persisted, load_persisted, load_persisted_lines
 
 SCHEMA_VERSION = 1
 
@@ -167,20 +167,14 @@ class RecordStore:
         append_json_line(self.history_path, entry.model_dump())
 
     def read_history(self) -> tuple[list[HistoryEntry], int | None]:
-        lines = read_json_lines(self.history_path, what="install history")
-        entries = [
-            load_persisted(
-                HistoryEntry,
-                entry,
-                what="install history entry",
-                path=self.history_path,
-                remedy="the history was edited or damaged; restore it from a backup (it is "
-                "never rewritten automatically)",
-                line=number,
-            )
-            for number, entry in enumerate(lines.entries, start=1)
-        ]
-        return entries, lines.torn_line
+        return load_persisted_lines(
+            HistoryEntry,
+            self.history_path,
+            what="install history",
+            entry="install history entry",
+            remedy="the history was edited or damaged; restore it from a backup (it is never "
+            "rewritten automatically)",
+        )
 
     def journal(self) -> Journal | None:
         """The journal of an unfinished install, or None. A damaged one refuses: undoing an

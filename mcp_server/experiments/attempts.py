@@ -12,8 +12,8 @@ from pydantic import Field
 
 from mcp_server.environment.records import FieldDiff, utc_now
 from mcp_server.experiments.files import ExperimentFiles
-from mcp_server.fsutil import numbered_append, read_json_lines
-from mcp_server.persisted import Persisted, load_persisted
+from mcp_server.fsutil import numbered_append
+from mcp_server.persisted import Persisted, load_persisted_lines
 
 
 class AttemptEntry(Persisted):
@@ -53,16 +53,10 @@ def log_attempt(files: ExperimentFiles, **fields: Any) -> AttemptEntry:
 def read_attempts(files: ExperimentFiles) -> tuple[list[AttemptEntry], int | None]:
     """Every entry of the ledger, strictly read, and the number of a torn (interrupted) last
     line, which is reported rather than refused."""
-    attempts = read_json_lines(files.attempts, what="attempts ledger")
-    entries = [
-        load_persisted(
-            AttemptEntry,
-            entry,
-            what="attempts ledger line",
-            path=files.attempts,
-            line=number,
-            remedy="restore the file from a backup; it is never rewritten automatically",
-        )
-        for number, entry in enumerate(attempts.entries, start=1)
-    ]
-    return entries, attempts.torn_line
+    return load_persisted_lines(
+        AttemptEntry,
+        files.attempts,
+        what="attempts ledger",
+        entry="attempts ledger line",
+        remedy="restore the file from a backup; it is never rewritten automatically",
+    )

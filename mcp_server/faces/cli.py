@@ -17,6 +17,7 @@ from mcp_server import __version__
 from mcp_server.errors import ExitCode, SetupError
 from mcp_server.faces import messages
 from mcp_server.redact import redact_text
+from mcp_server.requests import DEFAULT_BRANCH
 from mcp_server.source.profile import EngineProfile, load_profile
 
 
@@ -61,8 +62,6 @@ def request_fields(args: argparse.Namespace, model: type[BaseModel]) -> dict[str
         for name in model.model_fields
     }
     if args.operation == "install" and fields["branch"] is None and fields["commit"] is None:
-        from mcp_server.requests import DEFAULT_BRANCH
-
         fields["branch"] = DEFAULT_BRANCH  # a person at the command line; agents are asked
     return fields
 
@@ -136,7 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
         return p
 
     p = operation("resolve", "resolve refs/heads/BRANCH to a full commit")
-    p.add_argument("--branch", default="main", help="branch name (default: main)")
+    p.add_argument("--branch", default=DEFAULT_BRANCH, help="branch name (default: main)")
     _add_profile_flags(p)
     _add_json(p)
 
