@@ -28,7 +28,7 @@ from test_mcp_support import (
 
 from mcp_server.environment.install import STEPS
 from mcp_server.faces import mcp_runtime
-from mcp_server.faces import server as mcp_module
+from mcp_server.faces import tools_experiments
 from mcp_server.faces.mcp_inputs import BRANCH_QUESTION
 from mcp_server.faces.mcp_runtime import RedactingFormatter
 from mcp_server.faces.server import server
@@ -560,7 +560,7 @@ async def test_unexpected_exceptions_stay_generic(
     def explode(query: object) -> None:
         raise RuntimeError("internal detail https://user:s3cret@example.com/x")
 
-    monkeypatch.setattr(mcp_module.operations, "status", explode)
+    monkeypatch.setattr(tools_experiments.operations, "status", explode)
     caplog.set_level(logging.INFO)
     async with Client(server) as client:
         result = await client.call_tool(
