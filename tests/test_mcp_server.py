@@ -27,8 +27,7 @@ from test_mcp_support import (
 )
 
 from mcp_server.environment.install import STEPS
-from mcp_server.faces import mcp_runtime
-from mcp_server.faces import tools_experiments
+from mcp_server.faces import mcp_runtime, tools_experiments
 from mcp_server.faces.mcp_inputs import BRANCH_QUESTION
 from mcp_server.faces.mcp_runtime import RedactingFormatter
 from mcp_server.faces.server import server
