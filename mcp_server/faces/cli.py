@@ -7,7 +7,6 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -15,67 +14,13 @@ from pydantic import BaseModel
 
 from mcp_server import __version__
 from mcp_server.errors import ExitCode, SetupError
-from mcp_server.faces import messages
+from mcp_server.faces import cli_engine, cli_experiments
+from mcp_server.faces.cli_base import Outcome
 from mcp_server.redact import redact_text
-from mcp_server.requests import DEFAULT_BRANCH
-from mcp_server.source.profile import EngineProfile, load_profile
 
-
-class Outcome:
-    """What a command produced: a model for --json, lines for people, an exit code."""
-
-    def __init__(self, payload: BaseModel | dict[str, Any], text: str, code: int = 0) -> None:
-        self.payload, self.text, self.code = payload, text, code
-
-
-def _profile(args: argparse.Namespace) -> EngineProfile:
-    return load_profile(
-        args.profile,
-        repository=args.repository,
-        subdirectory=args.subdirectory,
-        distribution=args.distribution,
-        requirement=args.requirement,
-    )
-
-
-def _progress_printer(enabled: bool) -> Callable[[str, str], None]:
-    from mcp_server.environment.install import STEPS
-
-    def emit(step: str, message: str) -> None:
-        if not enabled:
-            return
-        where = f"{STEPS.index(step) + 1}/{len(STEPS)} " if step in STEPS else ""
-        print(f"[{where}{step}] {message}", file=sys.stderr, flush=True)
-
-    return emit
-
-
-# --------------------------------------------------------------------------------------------
-# Commands: every operation the same way (its request from the parsed flags, the operation,
-# the text messages.py writes for its result); the demo is the one command of its own.
-
-
-def request_fields(args: argparse.Namespace, model: type[BaseModel]) -> dict[str, Any]:
-    """The request's fields from the flags of the same name (the profile from its group)."""
-    fields = {
-        name: _profile(args) if name == "profile" else getattr(args, name)
-        for name in model.model_fields
-    }
-    if args.operation == "install" and fields["branch"] is None and fields["commit"] is None:
-        fields["branch"] = DEFAULT_BRANCH  # a person at the command line; agents are asked
-    return fields
-
-
-def run_operation(args: argparse.Namespace) -> Outcome:
-    from mcp_server.operations import OPERATIONS, install
-
-    (operation,) = (op for op in OPERATIONS if op.command == args.operation)
-    request = operation.request(**request_fields(args, operation.request))
-    if operation.run is install:
-        result = install(request, _progress_printer(not args.json))  # type: ignore[arg-type]
-    else:
-        result = operation.run(request)
-    return Outcome(result, messages.render(args.operation, result), messages.exit_code(result))
+# Every module that adds operation subcommands (`add_commands`), in --help order. Operations run
+# the same way (cli_base.run_operation); the demo is the one command of its own.
+COMMAND_MODULES = (cli_engine, cli_experiments)
 
 
 def cmd_demo(args: argparse.Namespace) -> Outcome:
@@ -101,24 +46,6 @@ class _Parser(argparse.ArgumentParser):
         super().error(message)
 
 
-def _add_profile_flags(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group(
-        "engine profile (flags win over --profile, which wins over the default)"
-    )
-    group.add_argument("--profile", type=Path, help="TOML profile file")
-    group.add_argument("--repository", help="git URL: https://, ssh://, git@host:path, file://")
-    group.add_argument("--subdirectory", help="path of the engine package in the repository")
-    group.add_argument("--distribution", help="distribution name the wheel must have")
-    group.add_argument("--requirement", help="version specifier the wheel must satisfy")
-
-
-def _add_json(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-
-
-PYTHON_HELP = "interpreter or venv directory (default: $VIRTUAL_ENV)"
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="automl-setup",
@@ -127,74 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"automl-setup {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def operation(
-        name: str, text: str, *, aliases: tuple[str, ...] = ()
-    ) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, help=text, aliases=list(aliases))
-        p.set_defaults(handler=run_operation, operation=name)
-        return p
-
-    p = operation("resolve", "resolve refs/heads/BRANCH to a full commit")
-    p.add_argument("--branch", default=DEFAULT_BRANCH, help="branch name (default: main)")
-    _add_profile_flags(p)
-    _add_json(p)
-
-    p = operation("install", "install the engine from a branch or commit")
-    which = p.add_mutually_exclusive_group()
-    which.add_argument("--branch", help="branch to resolve and install (default: main)")
-    which.add_argument("--commit", help="full commit id to install")
-    p.add_argument("--python", help=PYTHON_HELP)
-    p.add_argument("--create-env", action="store_true", help="create the venv if it is missing")
-    p.add_argument(
-        "--extra", dest="extras", action="append", default=[], metavar="NAME",
-        help="engine extra (repeatable)",
-    )  # fmt: skip
-    _add_profile_flags(p)
-    _add_json(p)
-
-    p = operation("verify", "check the installed engine against its record (and an experiment)")
-    p.add_argument("--python", help=PYTHON_HELP)
-    p.add_argument("--experiment-id", help="also compare with this experiment's binding")
-    p.add_argument("--workspace", help="the workspace of --experiment-id")
-    _add_profile_flags(p)
-    _add_json(p)
-
-    p = operation("diagnose", "explain what is (not) installed and how to fix it")
-    p.add_argument("--python", help=PYTHON_HELP)
-    _add_profile_flags(p)
-    _add_json(p)
-
-    for name, text in (
-        ("repair", "roll back an interrupted install"),
-        ("history", "list every install into an environment"),
-    ):
-        p = operation(name, text)
-        p.add_argument("--python", help=PYTHON_HELP)
-        _add_json(p)
-
-    p = operation("launch", "start a new experiment bound to the verified engine")
-    p.add_argument("--manifest", required=True, help="experiment manifest (YAML or JSON)")
-    p.add_argument("--workspace", required=True, help="directory of experiments")
-    p.add_argument("--python", help="environment of the engine (default: $VIRTUAL_ENV)")
-    p.add_argument("--detach", action="store_true", help="return at once with pid and log")
-    _add_json(p)
-
-    p = operation("resume", "resume an experiment on exactly its bound engine")
-    p.add_argument("--experiment-id", required=True, help="exact experiment id (no guessing)")
-    p.add_argument("--workspace", required=True, help="directory of experiments")
-    p.add_argument("--manifest", required=True, help="the manifest the experiment started with")
-    p.add_argument("--python", help="environment of the engine (default: $VIRTUAL_ENV)")
-    p.add_argument("--detach", action="store_true", help="return at once with pid and log")
-    _add_json(p)
-
-    p = operation("status", "state, trials, best and bound engine of an experiment")
-    p.add_argument("--experiment-id", required=True)
-    p.add_argument("--workspace", required=True)
-    _add_json(p)
-
-    p = operation("list", "list the experiments of a workspace", aliases=("experiments",))
-    p.add_argument("--workspace", required=True)
-    _add_json(p)
+    for area in COMMAND_MODULES:
+        area.add_commands(sub)
 
     p = sub.add_parser("demo", help="the whole story on the embedded reference engine")
     p.add_argument("--workdir", type=Path, help="where to put everything (default: a temp dir)")
