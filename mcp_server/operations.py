@@ -1,36 +1,30 @@
 """The operations: one function per thing a person or an agent can ask, each taking its request
 model (`mcp_server.requests`) and returning a result model. Both faces call exactly these (the
 CLI command and the MCP tool listed in `OPERATIONS`), so what an operation means is decided here
-once: the install guard (rule 5) is wired in, `verify` adds the diagnosis when nothing is
+once: the install guard (transition rule 2) is wired in, `verify` adds the diagnosis when nothing is
 installed and compares with an experiment's binding when asked.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from mcp_server.environment import diagnose as diagnosis
-from mcp_server.environment import install as installing
+# Only what the result models below are made of: a command imports the area it runs when it
+# runs it (the functions below, and `Operation.run`), so `launch` never imports slurm, the
+# report or the installer (bench/README.md: ~130 ms of every command's start).
 from mcp_server.environment.diagnose import Diagnosis
-from mcp_server.environment.install import InstallResult, Progress, no_progress
-from mcp_server.environment.records import FieldDiff, HistoryEntry, RecordStore
-from mcp_server.environment.target import locate
+from mcp_server.environment.records import FieldDiff, HistoryEntry
 from mcp_server.environment.verify import VerifyReport
 from mcp_server.errors import ExitCode
-from mcp_server.experiments import launch as launching
-from mcp_server.experiments import resume as resuming
-from mcp_server.experiments import status as statuses
-from mcp_server.experiments.binding import binding_differences, read_binding, recreate_commands
-from mcp_server.experiments.files import ExperimentFiles
-from mcp_server.experiments.registry import bound_experiments
-from mcp_server.experiments.started import StartedEngine
-from mcp_server.experiments.status import ExperimentListing, ExperimentStatus
 from mcp_server.requests import (
+    BranchesQuery,
     DiagnoseQuery,
     HistoryQuery,
     InstallRequest,
@@ -43,7 +37,13 @@ from mcp_server.requests import (
     ResumeRequest,
     StatusQuery,
 )
-from mcp_server.source import gitsource
+from mcp_server.source.profile import ProfileSource
+
+if TYPE_CHECKING:
+    from mcp_server.environment.install import InstallResult, Progress
+    from mcp_server.experiments.started import StartedEngine
+    from mcp_server.experiments.status import ExperimentListing, ExperimentStatus
+    from mcp_server.source.branches import BranchListing
 
 
 class _Result(BaseModel):
@@ -52,15 +52,16 @@ class _Result(BaseModel):
 
 class BranchResolution(_Result):
     repository: str = Field(description="Repository URL, credentials stripped.")
-    branch: str
+    branch: str = Field(description="The branch asked for.")
     ref: str = Field(description="The ref that was resolved: refs/heads/<branch>.")
     commit: str = Field(description="Full commit id the branch points at now.")
+    profile_source: ProfileSource = Field(description="Which engine profile, and from where.")
 
 
 class BindingCheck(_Result):
     experiment_id: str
     binding_path: str
-    bound_commit: str
+    bound_commit: str | None
     bound_identity_digest: str
     matches: bool = Field(description="True when the environment holds exactly the bound build.")
     differences: list[FieldDiff]
@@ -82,6 +83,7 @@ class ProvenanceReport(VerifyReport):
     diagnosis: Diagnosis | None = Field(
         None, description="What is (not) installed and how to install it, when nothing is."
     )
+    profile_source: ProfileSource = Field(description="Which engine profile, and from where.")
 
     @property
     def exit_code(self) -> ExitCode:
@@ -91,13 +93,13 @@ class ProvenanceReport(VerifyReport):
 
 
 class RepairResult(_Result):
-    environment: str
+    environment: str = Field(description="sys.prefix of the environment.")
     done: str = Field(description="What repair did, or that there was nothing to repair.")
 
 
 class InstallHistory(_Result):
-    environment: str
-    entries: list[HistoryEntry]
+    environment: str = Field(description="sys.prefix of the environment.")
+    entries: list[HistoryEntry] = Field(description="Installs and rollbacks, oldest first.")
     torn_line: int | None = Field(description="Line number of a torn (interrupted) write.")
 
 
@@ -106,17 +108,35 @@ class InstallHistory(_Result):
 
 
 def resolve(request: ResolveRequest) -> BranchResolution:
+    from mcp_server.source import gitsource
+
     res = gitsource.resolve_branch(request.profile.repository, request.branch)
     return BranchResolution(
-        repository=res.repository, branch=res.branch, ref=res.ref, commit=res.commit
+        repository=res.repository,
+        branch=res.branch,
+        ref=res.ref,
+        commit=res.commit,
+        profile_source=request.profile.source(),
     )
 
 
-def install(request: InstallRequest, progress: Progress = no_progress) -> InstallResult:
-    return installing.install_engine(request, bound_experiments, progress)
+def branches(query: BranchesQuery) -> BranchListing:
+    from mcp_server.source import branches as listing
+
+    return listing.list_branches(query.profile, query.with_subdirectory)
+
+
+def install(request: InstallRequest, progress: Progress | None = None) -> InstallResult:
+    from mcp_server.environment import install as installing
+    from mcp_server.experiments.registry import bound_experiments
+
+    return installing.install_engine(request, bound_experiments, progress or installing.no_progress)
 
 
 def verify(query: ProvenanceQuery) -> ProvenanceReport:
+    from mcp_server.environment import diagnose as diagnosis
+    from mcp_server.environment import install as installing
+
     report = installing.verify(query.python, query.profile)
     found = None
     if report.exit_code == ExitCode.NOTHING_INSTALLED:
@@ -126,10 +146,26 @@ def verify(query: ProvenanceQuery) -> ProvenanceReport:
         check = _binding_check(query)
     verified = report.status == "verified" and (check is None or check.matches)
     fields: dict[str, Any] = report.model_dump()
-    return ProvenanceReport(**fields, verified=verified, experiment=check, diagnosis=found)
+    return ProvenanceReport(
+        **fields,
+        verified=verified,
+        experiment=check,
+        diagnosis=found,
+        profile_source=query.profile.source(),
+    )
 
 
 def _binding_check(query: ProvenanceQuery) -> BindingCheck:
+    from mcp_server.environment.records import RecordStore
+    from mcp_server.environment.target import locate
+    from mcp_server.experiments.binding import (
+        binding_differences,
+        bound_commit,
+        read_binding,
+        recreate_commands,
+    )
+    from mcp_server.experiments.files import ExperimentFiles
+
     assert query.experiment_id is not None and query.workspace is not None
     files = ExperimentFiles(query.workspace.path, query.experiment_id)
     binding = read_binding(files)
@@ -138,7 +174,7 @@ def _binding_check(query: ProvenanceQuery) -> BindingCheck:
     return BindingCheck(
         experiment_id=binding.experiment_id,
         binding_path=str(files.binding),
-        bound_commit=binding.engine.source.commit,
+        bound_commit=bound_commit(binding),
         bound_identity_digest=binding.engine.identity_digest,
         matches=not found,
         differences=found,
@@ -149,32 +185,46 @@ def _binding_check(query: ProvenanceQuery) -> BindingCheck:
 
 
 def diagnose(query: DiagnoseQuery) -> Diagnosis:
+    from mcp_server.environment import diagnose as diagnosis
+
     return diagnosis.diagnose(query.python, query.profile)
 
 
 def repair(request: RepairRequest) -> RepairResult:
+    from mcp_server.environment import install as installing
+
     environment, done = installing.repair_environment(request.python)
     return RepairResult(environment=environment, done=done)
 
 
 def history(query: HistoryQuery) -> InstallHistory:
+    from mcp_server.environment import install as installing
+
     entries, torn, where = installing.history(query.python)
     return InstallHistory(environment=where, entries=entries, torn_line=torn)
 
 
-def launch(request: LaunchRequest) -> StartedEngine:
-    return launching.launch_experiment(request)
+def launch(request: LaunchRequest, progress: Progress | None = None) -> StartedEngine:
+    from mcp_server.experiments import launch as launching
+
+    return launching.launch_experiment(request, progress)
 
 
-def resume(request: ResumeRequest) -> StartedEngine:
-    return resuming.resume_experiment(request)
+def resume(request: ResumeRequest, progress: Progress | None = None) -> StartedEngine:
+    from mcp_server.experiments import resume as resuming
+
+    return resuming.resume_experiment(request, progress)
 
 
 def status(query: StatusQuery) -> ExperimentStatus:
+    from mcp_server.experiments import status as statuses
+
     return statuses.experiment_status(query)
 
 
 def list_experiments(query: ListQuery) -> ExperimentListing:
+    from mcp_server.experiments import status as statuses
+
     return statuses.list_experiments(query)
 
 
@@ -186,19 +236,40 @@ def list_experiments(query: ListQuery) -> ExperimentListing:
 class Operation:
     """One operation: its function and request, the CLI command and the MCP tool that call it
     (the tool's name is the command's name plus what it acts on), and where a face's fields
-    differ from the request's, why."""
+    differ from the request's, why. An operation of another area is named `"module:name"`
+    (its function and request model alike) and imported on first use, so that a command
+    imports only what it runs."""
 
-    run: Callable[..., BaseModel]
-    request: type[Request]
+    function: Callable[..., BaseModel] | str
+    model: type[Request] | str
     command: str
     tool: str
     cli_only: frozenset[str] = frozenset()
     mcp_only: frozenset[str] = frozenset()
     why: str = ""
 
+    @cached_property
+    def run(self) -> Callable[..., BaseModel]:
+        found: Callable[..., BaseModel] = load_named(self.function)
+        return found
+
+    @cached_property
+    def request(self) -> type[Request]:
+        found: type[Request] = load_named(self.model)
+        return found
+
+
+def load_named(target: Any) -> Any:
+    """`target` itself, or the object a `"module:name"` string names (imported now)."""
+    if not isinstance(target, str):
+        return target
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)
+
 
 OPERATIONS: tuple[Operation, ...] = (
     Operation(resolve, ResolveRequest, "resolve", "resolve_branch"),
+    Operation(branches, BranchesQuery, "branches", "list_branches"),
     Operation(
         install,
         InstallRequest,
@@ -229,4 +300,68 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     Operation(status, StatusQuery, "status", "status_experiment"),
     Operation(list_experiments, ListQuery, "list", "list_experiments"),
+    Operation(
+        "mcp_server.experiments.control:stop_experiment",
+        "mcp_server.requests:StopRequest",
+        "stop",
+        "stop_experiment",
+    ),
+    Operation(
+        "mcp_server.experiments.logs:experiment_log",
+        "mcp_server.requests:LogsQuery",
+        "logs",
+        "logs_experiment",
+        cli_only=frozenset({"follow"}),
+        why="an MCP call returns the tail once; the command line can keep printing the log",
+    ),
+    Operation(
+        "mcp_server.report.build:make_report",
+        "mcp_server.requests:ReportQuery",
+        "report",
+        "report_experiment",
+    ),
+    Operation(
+        "mcp_server.experiments.storeops:run_store",
+        "mcp_server.experiments.storeops:StoreRequest",
+        "store",
+        "store_wheels",
+    ),
+    Operation(
+        "mcp_server.experiments.recreate:recreate_engine",
+        "mcp_server.experiments.recreate:RecreateRequest",
+        "recreate",
+        "recreate_engine",
+    ),
+    Operation(
+        "mcp_server.slurm.watch:tick",
+        "mcp_server.slurm.watch:WatchRequest",
+        "slurm watch",
+        "watch_slurm",
+        cli_only=frozenset({"once", "interval"}),
+        why="an MCP call is one tick; the command line can tick every --interval seconds",
+    ),
+    Operation(
+        "mcp_server.slurm.registry:adopt",
+        "mcp_server.slurm.registry:WatchRegisterRequest",
+        "slurm watch register",
+        "register_slurm_watch",
+    ),
+    Operation(
+        "mcp_server.slurm.submit:submit_controller",
+        "mcp_server.slurm.requests:SubmitRequest",
+        "slurm submit",
+        "submit_slurm_job",
+    ),
+    Operation(
+        "mcp_server.slurm.control:slurm_status",
+        "mcp_server.slurm.requests:SlurmStatusQuery",
+        "slurm status",
+        "status_slurm_job",
+    ),
+    Operation(
+        "mcp_server.slurm.control:slurm_cancel",
+        "mcp_server.slurm.requests:CancelRequest",
+        "slurm cancel",
+        "cancel_slurm_job",
+    ),
 )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from mcp_server.errors import InvalidInput
+from mcp_server.errors import Arg, InvalidInput
 from mcp_server.source.profile import EngineProfile
 from mcp_server.values import (
     BranchName,
@@ -18,7 +18,10 @@ from mcp_server.values import (
     ExperimentId,
     ExtraName,
     ManifestPath,
+    ReportPath,
     TargetPath,
+    WheelPath,
+    WheelSha256,
     WorkspacePath,
 )
 
@@ -41,24 +44,66 @@ class InstallRequest(Request):
     python: TargetPath | None
     branch: BranchName | None = None
     commit: CommitId | None = None
+    expect_commit: CommitId | None = Field(
+        None,
+        description="The commit the user confirmed for `branch`: refused, changing nothing, "
+        "when the branch no longer points at it.",
+    )
     create_env: bool = False
     extras: tuple[ExtraName, ...] = ()
+    wheel: WheelPath | None = Field(None, description="A reviewed wheel to install exactly.")
+    sha256: WheelSha256 | None = Field(None, description="The reviewed wheel's sha256.")
 
     @model_validator(mode="after")
     def _one_source(self) -> InstallRequest:
-        if self.branch is not None and self.commit is not None:
+        given = [self.branch is not None, self.commit is not None, self.wheel is not None]
+        if sum(given) > 1:
             raise InvalidInput(
                 "validate",
-                "both a branch and a commit were given",
-                "pass either --branch or --commit",
+                "more than one of a branch, a commit and a wheel were given",
+                ["give exactly one of ", Arg("branch"), ", ", Arg("commit"), " or ", Arg("wheel")],
             )
-        if self.branch is None and self.commit is None:
+        if (self.wheel is None) != (self.sha256 is None):
+            raise InvalidInput(
+                "validate",
+                "a reviewed wheel and its sha256 go together",
+                [
+                    "give ",
+                    Arg("wheel", "FILE"),
+                    " with ",
+                    Arg("sha256", "HEX"),
+                    " (recorded at the review)",
+                ],
+            )
+        if not any(given):
             raise InvalidInput(
                 "validate",
                 "no branch or commit given",
-                "ask the user: main, or which development branch? then pass --branch NAME",
+                [
+                    "ask the user: main, or which development branch? then give ",
+                    Arg("branch", "NAME"),
+                ],
+            )
+        if self.expect_commit is not None and self.branch is None:
+            raise InvalidInput(
+                "validate",
+                "an expected commit confirms a branch, and no branch was given",
+                [
+                    "give ",
+                    Arg("branch", "NAME"),
+                    " with ",
+                    Arg("expect_commit", "COMMIT"),
+                    " (the commit resolve showed)",
+                ],
             )
         return self
+
+
+class BranchesQuery(Request):
+    profile: EngineProfile
+    with_subdirectory: bool = Field(
+        False, description="List only branches whose head holds the profile's subdirectory."
+    )
 
 
 class ProvenanceQuery(Request):
@@ -116,3 +161,62 @@ class StatusQuery(Request):
 
 class ListQuery(Request):
     workspace: WorkspacePath
+
+
+class StopRequest(Request):
+    experiment_id: ExperimentId
+    workspace: WorkspacePath
+    kill: bool = Field(False, description="SIGKILL the engine's process group after the grace.")
+    grace: float = Field(30.0, description="Seconds to wait after SIGTERM (0 to 3600).")
+
+    @model_validator(mode="after")
+    def _grace_bounded(self) -> StopRequest:
+        if not 0 <= self.grace <= 3600:
+            raise InvalidInput(
+                "validate", f"grace {self.grace:g} s is out of range", "pass 0 to 3600 seconds"
+            )
+        return self
+
+
+class LogsQuery(Request):
+    """The tail of an attempt's log (the last attempt when neither is named) or of a trial's."""
+
+    experiment_id: ExperimentId
+    workspace: WorkspacePath
+    attempt: int | None = Field(None, description="Attempt number of the attempts ledger.")
+    trial: int | None = Field(None, description="Trial index of the engine (from 0).")
+    follow: bool = Field(False, description="Keep printing the log as it grows (command line).")
+
+    @model_validator(mode="after")
+    def _one_log(self) -> LogsQuery:
+        if self.attempt is not None and self.trial is not None:
+            raise InvalidInput(
+                "logs",
+                "both an attempt and a trial were given",
+                ["give ", Arg("attempt"), " or ", Arg("trial"), ", not both"],
+            )
+        if (self.attempt is not None and self.attempt < 1) or (
+            self.trial is not None and self.trial < 0
+        ):
+            raise InvalidInput(
+                "logs", "attempts count from 1, trials from 0", "pass a number of the ledger"
+            )
+        if self.follow and self.trial is not None:
+            raise InvalidInput(
+                "logs",
+                "only an attempt's log can be followed, not a trial's",
+                ["drop ", Arg("trial"), ", or ", Arg("follow")],
+            )
+        return self
+
+
+class ReportQuery(Request):
+    """The self-contained HTML report of one experiment (and its content, structured)."""
+
+    experiment_id: ExperimentId
+    workspace: WorkspacePath
+    out: ReportPath | None = Field(
+        None,
+        description="Where to write it: a new .html file (default: a content-addressed file "
+        "beside the experiment's binding).",
+    )

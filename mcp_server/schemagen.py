@@ -23,6 +23,10 @@ def record_models() -> dict[str, type[BaseModel]]:
     from mcp_server.experiments.binding import Binding
     from mcp_server.experiments.registry import RegisteredExperiment
     from mcp_server.operations import ProvenanceReport
+    from mcp_server.report.build import ReportResult
+    from mcp_server.slurm.receipts import Receipt
+    from mcp_server.slurm.registry import JobRegistry
+    from mcp_server.slurm.watch import WatchMemory
 
     return {
         "install-record.schema.json": InstallRecord,
@@ -30,9 +34,14 @@ def record_models() -> dict[str, type[BaseModel]]:
         "install-journal.schema.json": Journal,
         # What `verify --json` prints: the environment report, plus binding and diagnosis.
         "verify-report.schema.json": ProvenanceReport,
+        # What `report --json` prints (and report_experiment returns, less its message).
+        "experiment-report.schema.json": ReportResult,
         "experiment-binding.schema.json": Binding,
         "experiment-attempt.schema.json": AttemptEntry,
         "environment-experiment-entry.schema.json": RegisteredExperiment,
+        "slurm-receipt.schema.json": Receipt,
+        "slurm-job-registry.schema.json": JobRegistry,
+        "slurm-watch-memory.schema.json": WatchMemory,
     }
 
 

@@ -11,7 +11,9 @@ messages show), and the credential is kept aside for git alone (`with_credential
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
 from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import urlsplit
@@ -19,7 +21,7 @@ from urllib.parse import urlsplit
 from pydantic import GetCoreSchemaHandler
 from pydantic_core import core_schema
 
-from mcp_server.errors import InvalidInput, shown
+from mcp_server.errors import Arg, InvalidInput, Remedy, shown
 from mcp_server.redact import redact_text, strip_credentials
 from mcp_server.scratch import scratch_dir
 
@@ -90,7 +92,11 @@ class BranchName(_Value):
         step = "validate branch"
         again = "pass the branch name exactly as `git branch -r` shows it"
         if not raw:
-            raise InvalidInput(step, "the branch name is empty", "pass --branch main or a name")
+            raise InvalidInput(
+                step,
+                "the branch name is empty",
+                ["give ", Arg("branch", "main"), " or another name"],
+            )
         if len(raw) > MAX_BRANCH_LENGTH:
             cause = f"branch name longer than {MAX_BRANCH_LENGTH} characters"
             raise InvalidInput(step, cause, again)
@@ -114,22 +120,24 @@ class BranchName(_Value):
 
 
 def _check_ref_format(name: str) -> bool:
-    import git  # here: every command imports this module, few check a branch (start-up time)
-    from git.exc import GitCommandError
-
     # Run in an empty directory with discovery fenced off, so `@{-1}` and friends can never be
     # expanded against some repository that happens to contain the working directory.
     with scratch_dir("automl-setup-ref-") as empty:
         env = {"GIT_CEILING_DIRECTORIES": str(empty.parent), "GIT_DIR": "/nonexistent"}
         try:
-            out = git.Git(empty).execute(
+            proc = subprocess.run(
                 ["git", "check-ref-format", "--branch", name],
-                env=env,
-                kill_after_timeout=GIT_CHECK_TIMEOUT_S,
+                cwd=empty,
+                env={**os.environ, "LC_ALL": "C", **env},
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=GIT_CHECK_TIMEOUT_S,
+                check=False,
             )
-        except GitCommandError:
+        except subprocess.TimeoutExpired:
             return False
-    return out == name
+    return proc.returncode == 0 and proc.stdout.removesuffix("\n") == name
 
 
 class CommitId(_Value):
@@ -144,6 +152,21 @@ class CommitId(_Value):
                 "validate commit",
                 f"{shown(raw, 70)} is not a full commit id (40 hex digits)",
                 "pass the full commit as printed by `automl-setup resolve`",
+            )
+        return value
+
+
+class WheelSha256(_Value):
+    """The sha256 of a reviewed wheel: 64 hex digits, lowered."""
+
+    @classmethod
+    def _check(cls, raw: str) -> str:
+        value = raw.strip().lower()
+        if not re.fullmatch(r"[0-9a-f]{64}", value):
+            raise InvalidInput(
+                "validate sha256",
+                f"{shown(raw, 70)} is not a sha256 (64 hex digits)",
+                "pass the sha256 recorded when the wheel was reviewed (`sha256sum FILE`)",
             )
         return value
 
@@ -262,6 +285,22 @@ class ExperimentId(_Value):
         return raw
 
 
+class JobId(_Value):
+    """A SLURM job id: decimal digits, or `<array job>_<task>`; it is passed to squeue, sacct
+    and scontrol as an argument, so nothing else (no option, no list, no cluster suffix)."""
+
+    @classmethod
+    def _check(cls, raw: str) -> str:
+        value = raw.strip()
+        if not re.fullmatch(r"[0-9]{1,20}(?:_[0-9]{1,10})?", value):
+            raise InvalidInput(
+                "validate job id",
+                f"{shown(raw)} is not a SLURM job id",
+                "pass the number `sbatch --parsable` printed (e.g. 4242)",
+            )
+        return value
+
+
 # --------------------------------------------------------------------------------------------
 # Paths: one rule for every face (bounded, no control characters), then made absolute
 
@@ -271,7 +310,7 @@ class _PathValue(_Value):
 
     step = "validate path"
     label = "path"
-    remedy = "pass a path"
+    remedy: Remedy = "pass a path"
 
     @classmethod
     def _check(cls, raw: str) -> str:
@@ -300,7 +339,7 @@ class TargetPath(_PathValue):
 
     step = "locate environment"
     label = "environment path"
-    remedy = "pass --python PATH (an interpreter or a venv directory)"
+    remedy: Remedy = ("give ", Arg("python", "PATH"), " (an interpreter or a venv directory)")
 
     @classmethod
     def _absolute(cls, path: Path) -> Path:
@@ -312,7 +351,15 @@ class WorkspacePath(_PathValue):
 
     step = "validate workspace"
     label = "workspace path"
-    remedy = "pass --workspace DIR, the directory that holds the experiments"
+    remedy: Remedy = ("give ", Arg("workspace", "DIR"), ", the directory of the experiments")
+
+
+class WheelPath(_PathValue):
+    """A reviewed wheel file (resolved; hashed before it is used)."""
+
+    step = "check"
+    label = "wheel path"
+    remedy: Remedy = ("give ", Arg("wheel", "FILE"), ", the reviewed .whl file")
 
 
 class ManifestPath(_PathValue):
@@ -321,3 +368,18 @@ class ManifestPath(_PathValue):
     step = "read manifest"
     label = "manifest path"
     remedy = "pass the path of the experiment's YAML or JSON manifest"
+
+
+class ReportPath(_PathValue):
+    """Where an experiment report is written: an `.html` file (resolved)."""
+
+    step = "validate report path"
+    label = "report path"
+    remedy: Remedy = ("give ", Arg("out", "FILE.html"), ", a new file in an existing directory")
+
+    @classmethod
+    def _check(cls, raw: str) -> str:
+        checked = super()._check(raw)
+        if not checked.endswith(".html"):
+            raise InvalidInput(cls.step, f"{shown(raw, 100)} does not end in .html", cls.remedy)
+        return checked

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from mcp_server.environment.wheelstore import STORE_ENV
 from mcp_server.source.build import uv_binary
 from mcp_server.source.sourcerepo import (
     REFERENCE_DISTRIBUTION,
@@ -111,6 +112,20 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
+@pytest.fixture(scope="session", autouse=True)
+def wheel_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Every install keeps its wheel in the store: the session's own, never the user's cache
+    (the CLI subprocesses inherit it)."""
+    root = tmp_path_factory.mktemp("wheel-store")
+    previous = os.environ.get(STORE_ENV)
+    os.environ[STORE_ENV] = str(root)
+    yield root
+    if previous is None:
+        os.environ.pop(STORE_ENV, None)
+    else:
+        os.environ[STORE_ENV] = previous
+
+
 def new_source_repo(root: Path) -> SourceRepository:
     """`main` and `dev/next` with distinct engine sources."""
     repo = SourceRepository(root)
@@ -183,3 +198,44 @@ def engine_marker(env_dir: Path) -> str:
         stdin=subprocess.DEVNULL,
     )
     return proc.stdout.strip()
+
+
+@dataclass(frozen=True)
+class SlurmCluster:
+    """The running test cluster (tests/slurm/cluster.sh): its configuration and environment."""
+
+    conf: Path
+
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "SLURM_CONF": str(self.conf)}
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster() -> SlurmCluster:
+    """The one-node SLURM cluster of tests/slurm/cluster.sh, found through SLURM_CONF. Absent,
+    it skips the test, except where AUTOML_REQUIRE_SLURM=1 (CI): there absence fails it."""
+    required = os.environ.get("AUTOML_REQUIRE_SLURM") == "1"
+    conf = os.environ.get("SLURM_CONF", "")
+    problem = ""
+    if not conf:
+        problem = "SLURM_CONF is not set"
+    else:
+        try:
+            proc = subprocess.run(
+                ["sinfo", "--noheader", "--format=%T"],
+                capture_output=True,
+                text=True,
+                stdin=subprocess.DEVNULL,
+                timeout=10,
+                check=False,
+            )
+            if proc.returncode != 0:
+                problem = f"sinfo failed: {(proc.stderr or proc.stdout).strip()}"
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            problem = f"sinfo could not run: {exc}"
+    if problem:
+        message = f"no SLURM test cluster ({problem}); start one: see tests/slurm/README.md"
+        if required:
+            pytest.fail(f"AUTOML_REQUIRE_SLURM=1 but {message}", pytrace=False)
+        pytest.skip(message)
+    return SlurmCluster(Path(conf))

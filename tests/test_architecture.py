@@ -20,14 +20,33 @@ MAX_LINES = 400
 
 # Layer of each top-level piece, and the layers it may import. Foundation modules sit below
 # everything; a layer may import itself and what is below it, never what is above.
-FOUNDATION = {"errors", "redact", "fsutil", "persisted", "scratch", "values", "__init__"}
+FOUNDATION = {
+    "errors",
+    "redact",
+    "fsutil",
+    "persisted",
+    "procwait",
+    "scratch",
+    "values",
+    "__init__",
+}
 MAY_IMPORT = {
     "foundation": {"foundation"},
     "source": {"foundation", "source"},
     "requests": {"foundation", "source"},
     "environment": {"foundation", "source", "requests", "environment"},
     "experiments": {"foundation", "source", "requests", "environment", "experiments"},
-    "operations": {"foundation", "source", "requests", "environment", "experiments"},
+    "slurm": {"foundation", "source", "requests", "environment", "experiments", "slurm"},
+    "report": {"foundation", "source", "requests", "environment", "experiments", "report"},
+    "operations": {
+        "foundation",
+        "source",
+        "requests",
+        "environment",
+        "experiments",
+        "slurm",
+        "report",
+    },
     "skills": {"foundation", "skills"},
     "faces": {
         "foundation",
@@ -35,17 +54,35 @@ MAY_IMPORT = {
         "requests",
         "environment",
         "experiments",
+        "slurm",
+        "report",
         "operations",
         "skills",
         "faces",
     },
-    "schemagen": {"foundation", "source", "requests", "environment", "experiments", "operations"},
+    "schemagen": {
+        "foundation",
+        "source",
+        "requests",
+        "environment",
+        "experiments",
+        "slurm",
+        "report",
+        "operations",
+    },
 }
 # Whose face lists what: commands and tools that are not operations, and why.
 CLI_ONLY_COMMANDS = {
     "demo": "the whole story on the embedded reference engine, for a person at a terminal",
     "skills": "maintains this repository's skill bundle, not an engine or an experiment",
     "mcp": "starts the MCP server itself",
+    "completion": "a shell's completion script; an agent calls tools, it has no shell to complete",
+    "config show": "the settings a command run here would use; every MCP reply that uses a "
+    "profile names it and its source (profile_source), and the tools take explicit paths",
+    "slurm render": "a reviewer's look at the batch script before submitting; the MCP "
+    "submit_slurm_job reply names the script it rendered",
+    "slurm gate": "run by the controller batch script on every allocation, never by a person "
+    "or an agent",
 }
 # Flags of the command line that are presentation, not fields of a request.
 PRESENTATION_FLAGS = {"help", "json"}
@@ -128,13 +165,31 @@ def test_no_module_over_the_size_limit() -> None:
 # Face parity
 
 
-def cli_commands() -> dict[str, argparse.ArgumentParser]:
-    (sub,) = (a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
-    return dict(sub.choices)
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return {name: p for sub in subs for name, p in sub.choices.items()}
+
+
+def cli_commands(
+    parser: argparse.ArgumentParser | None = None, prefix: str = ""
+) -> dict[str, argparse.ArgumentParser]:
+    """Every command by its full name: nested ones as "slurm submit", "slurm watch register".
+    A group that takes no flags of its own ("slurm") is not a command; one that does
+    ("slurm watch --once" beside "slurm watch register") is."""
+    found: dict[str, argparse.ArgumentParser] = {}
+    for name, child in _subcommands(parser or build_parser()).items():
+        full = f"{prefix}{name}"
+        nested = cli_commands(child, f"{full} ")
+        if not nested or cli_fields(child):
+            found[full] = child
+        found.update(nested)
+    return found
 
 
 def cli_fields(parser: argparse.ArgumentParser) -> set[str]:
-    dests = {a.dest for a in parser._actions} - PRESENTATION_FLAGS
+    dests = {
+        a.dest for a in parser._actions if not isinstance(a, argparse._SubParsersAction)
+    } - PRESENTATION_FLAGS
     return (dests - PROFILE_FLAGS) | ({"profile"} if dests & PROFILE_FLAGS else set())
 
 
@@ -156,7 +211,8 @@ async def test_every_operation_has_one_tool_with_the_request_fields() -> None:
         tools = {t.name: t for t in (await client.list_tools()).tools}
     assert set(tools) == {op.tool for op in OPERATIONS}  # no tool that is not an operation
     for op in OPERATIONS:
-        assert op.tool.startswith(f"{op.command}_"), "a tool is named after its command"
+        # A tool is named after its command: its words, and what it acts on (list_branches).
+        assert set(op.command.split()) <= set(op.tool.split("_")), op.tool
         fields = set(tools[op.tool].input_schema["properties"])
         assert fields == set(op.request.model_fields) - op.cli_only, op.tool
         assert (op.cli_only or op.mcp_only) == frozenset() or op.why, op.command

@@ -36,7 +36,7 @@ def test_demo_runs_the_story_and_shows_the_refusal_field_by_field(tmp_path: Path
     assert f"source.commit: recorded {main}, found {dev}" in refusal
     for field in ("source.subtree_id", "build.wheel_sha256", "build.record_digest"):
         assert f"- {field}: recorded " in refusal
-    assert f"automl-setup install --commit {main} " in refusal
+    assert "automl-setup recreate --experiment-id demo-quadratic " in refusal
     assert "automl-setup resume --experiment-id demo-quadratic " in refusal
 
     # What the demo left behind agrees with what it printed.
@@ -57,6 +57,10 @@ def test_demo_runs_the_story_and_shows_the_refusal_field_by_field(tmp_path: Path
         ("resume", "refused"),
     ]
     assert "source.commit" in {d["field"] for d in entries[-1]["differences"]}
+    # It ends with the experiment's report, written beside the binding (tests/test_report.py).
+    report = re.search(r"^   report: (\S+\.html)$", out, re.M)
+    assert report is not None and Path(report.group(1)).parent == attempts.parent
+    assert Path(report.group(1)).read_text().startswith("<!DOCTYPE html>")
     verified = run_cli("verify", "--python", str(workdir / "env-main"), "--json")
     assert verified.code == 0, verified.output
     assert json.loads(verified.stdout)["commit"] == main

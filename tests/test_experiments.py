@@ -452,7 +452,7 @@ def test_refusals_write_nothing_into_an_environment_without_record(
 
 
 # --------------------------------------------------------------------------------------------
-# Install guard (rule 5)
+# Install guard (transition rule 2)
 
 
 @pytest.mark.slow
@@ -471,7 +471,8 @@ def test_install_guard_refuses_a_new_engine_under_an_unfinished_experiment(
     assert refused.code == 1, refused.output
     assert "unfinished experiments are bound to the engine in" in refused.stderr
     assert f"{EXP} ({interrupted.workspace})" in refused.stderr
-    assert "separate environment (--python NEW --create-env)" in refused.stderr
+    remedy = "separate environment (same branch or commit): automl-setup install --python NEW"
+    assert f"{remedy} --create-env" in refused.stderr
     assert env_snapshot(installed_env) == env_before
     assert engine_marker(installed_env) == "main-1"
     after = freeze(interrupted)

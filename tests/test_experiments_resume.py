@@ -294,12 +294,9 @@ def recreate_commands(binding: dict[str, object], manifest: Path) -> list[str]:
     """The commands a refusal must print, spelled out from the binding."""
     engine = binding["engine"]
     assert isinstance(engine, dict)
-    src, build = engine["source"], engine["build"]
-    new_env = f"{engine['environment_path']}-{src['commit'][:12]}"
-    install = ["automl-setup", "install", "--commit", src["commit"]]
-    install += ["--repository", src["repository"], "--subdirectory", src["subdirectory"]]
-    install += ["--distribution", build["distribution"], "--requirement", f"=={build['version']}"]
-    install += ["--python", new_env, "--create-env"]
+    new_env = f"{engine['environment_path']}-{engine['build']['wheel_sha256'][:12]}"
+    install = ["automl-setup", "recreate", "--experiment-id", EXP]
+    install += ["--workspace", str(binding["workspace"]), "--python", new_env, "--create-env"]
     resume = ["automl-setup", "resume", "--experiment-id", EXP]
     resume += ["--workspace", str(binding["workspace"]), "--manifest", str(manifest)]
     resume += ["--python", new_env]
@@ -332,7 +329,7 @@ def test_resume_refused_on_another_build_names_fields_and_the_recreate_commands(
         assert f"- {field}: recorded " in result.stderr
     binding = json.loads(interrupted.binding.read_bytes())
     commands = recreate_commands(binding, interrupted.manifest)
-    assert commands[0].startswith(f"automl-setup install --commit {main} ")
+    assert commands[0].startswith(f"automl-setup recreate --experiment-id {EXP} ")
     shown = [line.strip() for line in result.stderr.splitlines()]
     assert commands[0] in shown and commands[1] in shown
     entry = assert_refused_once(
@@ -398,7 +395,7 @@ def test_resume_refused_when_an_installed_file_was_modified(
     assert result.code == 1, result.output
     assert f"the engine in {installed_env} fails verification (mismatch)" in result.stderr
     assert "- file automl_refengine/search.py: recorded sha256=" in result.stderr
-    assert "automl-setup install --commit" in result.stderr
+    assert "automl-setup recreate --experiment-id" in result.stderr
     assert_refused_once(
         interrupted, before, installed_env, reason="fails verification",
         fields=("file automl_refengine/search.py",),
@@ -416,7 +413,7 @@ def test_resume_refused_in_an_environment_without_record(
 
     assert result.code == 1, result.output
     assert f"no engine record in {plain}: nothing proves it is the bound engine" in result.stderr
-    assert "automl-setup install --commit" in result.stderr
+    assert "automl-setup recreate --experiment-id" in result.stderr
     assert_refused_once(
         interrupted, before, installed_env, plain, reason="no engine record", fields=("record",)
     )

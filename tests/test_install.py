@@ -348,7 +348,7 @@ def test_hostile_input_is_refused_with_no_side_effect(
     [
         ("main\x00--upload-pack=touch /tmp/x", None, [], "control character"),
         (None, "a" * 39 + "\x00", [], "not a full commit id"),
-        ("main", "a" * 40, [], "both a branch and a commit"),
+        ("main", "a" * 40, [], "more than one of a branch, a commit and a wheel"),
         (None, None, [], "no branch or commit given"),
         ("main", None, ["ok", "-x"], "not a valid extra name"),
     ],

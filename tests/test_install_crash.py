@@ -21,7 +21,11 @@ from conftest import CliResult, engine_marker, env_snapshot, profile_args, run_c
 
 from mcp_server.environment.transaction import PAUSE_POINTS
 from mcp_server.source.build import uv_binary
-from mcp_server.source.sourcerepo import SourceRepository, reference_engine_source
+from mcp_server.source.sourcerepo import (
+    REFERENCE_DISTRIBUTION,
+    SourceRepository,
+    reference_engine_source,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -274,7 +278,9 @@ def test_install_after_a_killed_install_repairs_first_and_says_so(
     )
     assert result.code == 0, result.output
     first = result.stdout.splitlines()[0]
-    assert first.startswith(f"repair: an interrupted install (transaction {txid}")
+    assert first.startswith(
+        f"repair: an interrupted install of {REFERENCE_DISTRIBUTION} (transaction {txid}"
+    )
     assert "the previous engine is restored" in first
     assert "installed: automl-refengine 0.1.0" in result.stdout
     assert run.work_dirs() == []

@@ -19,7 +19,8 @@ from mcp.types import TextResourceContents
 from test_mcp_stdio import Wire, serve
 from test_mcp_support import call_ok, finished, wait_for_state, write_manifest
 
-from mcp_server.faces.mcp_resources import LOG_TAIL_BYTES, environment_uri, experiment_uri
+from mcp_server.experiments.logs import LOG_TAIL_BYTES
+from mcp_server.faces.mcp_resources import environment_uri, experiment_uri
 from mcp_server.faces.server import server
 
 pytestmark = pytest.mark.anyio

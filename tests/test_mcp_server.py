@@ -38,6 +38,7 @@ pytestmark = pytest.mark.anyio
 TOOLS = {
     # name: (read_only, destructive, idempotent, open_world)
     "resolve_branch": (True, False, True, True),
+    "list_branches": (True, False, True, True),
     "install_engine": (False, True, False, True),
     "verify_engine": (True, False, True, False),
     "diagnose_engine": (True, False, True, False),
@@ -47,6 +48,16 @@ TOOLS = {
     "list_experiments": (True, False, True, False),
     "history_engine": (True, False, True, False),
     "repair_engine": (False, True, True, False),
+    "stop_experiment": (False, True, False, False),
+    "logs_experiment": (True, False, True, False),
+    "report_experiment": (False, False, True, False),
+    "submit_slurm_job": (False, False, False, True),
+    "status_slurm_job": (True, False, True, True),
+    "cancel_slurm_job": (False, True, False, True),
+    "watch_slurm": (False, False, False, True),
+    "register_slurm_watch": (False, False, True, True),
+    "store_wheels": (False, True, True, False),
+    "recreate_engine": (False, False, True, True),
 }
 
 
@@ -115,7 +126,7 @@ async def test_tools_have_titles_hints_and_bounded_schemas() -> None:
         assert tool.description and tool.output_schema is not None, name
         assert "message" in tool.output_schema["properties"], name
         strings = _walk_strings(tool.input_schema)
-        assert strings and all("maxLength" in s for s in strings), name
+        assert strings and all("maxLength" in s or "enum" in s for s in strings), name
     # The branch question is a resolver, not an argument the model fills in.
     assert "asked" not in tools["install_engine"].input_schema["properties"]
     assert tools["install_engine"].input_schema["required"] == ["python"]
@@ -328,7 +339,8 @@ async def test_launch_status_list_and_binding_check(world: World, tmp_path: Path
     assert "holds exactly the bound engine" in checked["message"]
     text = error_text(again, "launch_experiment")
     assert text.startswith(f"launch: experiment mcp-life already exists in {ws}")
-    assert "automl-setup resume --experiment-id mcp-life" in text
+    # The remedy names the tool call (the command line's names the command).
+    assert 'continue it with call resume_experiment with experiment_id="mcp-life", ' in text
 
 
 @pytest.mark.slow
@@ -366,18 +378,22 @@ async def test_resume_on_another_engine_is_refused_with_diff_and_recreate(
     fields = {d["field"] for d in binding["differences"]}
     assert "source.commit" in fields and "source.subtree_id" in fields
     assert binding["recreate_commands"][0].startswith(
-        f"automl-setup install --commit {world.repo.head('main')}"
+        "automl-setup recreate --experiment-id mcp-bound "
     )
     text = error_text(refused, "resume_experiment")
     assert text.startswith(f"resume: the engine in {other} is not the build experiment mcp-bound")
     assert f"source.commit: recorded {world.repo.head('main')}, found " in text
-    assert binding["recreate_commands"][0] in text and binding["recreate_commands"][1] in text
     assert env_snapshot(other) == before  # a refusal changes nothing
     cli = run_cli(
         "resume", "--experiment-id", "mcp-bound", "--workspace", str(workspace),
         "--manifest", str(manifest), "--python", str(other),
     )  # fmt: skip
-    assert cli.code == 1 and cli.stderr.strip() == f"error: {text}"
+    # One refusal, its remedy rendered per face: commands on the command line, tool calls here.
+    assert binding["recreate_commands"][0] in cli.stderr
+    assert binding["recreate_commands"][1] in cli.stderr
+    cause, remedy = text.split("\n  remedy: ", 1)
+    assert cli.code == 1 and cli.stderr.startswith(f"error: {cause}\n  remedy: ")
+    assert "call resume_experiment with " in remedy and "automl-setup" not in remedy
     assert "is not the one experiment mcp-bound was launched with" in error_text(
         refused_manifest, "resume_experiment"
     )
@@ -454,7 +470,7 @@ async def test_hostile_install_leaves_an_installed_environment_unchanged(world: 
             for a in attempts
         ]
     assert texts[0].startswith("validate branch:")
-    assert texts[1].startswith("validate: both a branch and a commit were given")
+    assert texts[1].startswith("validate: more than one of a branch, a commit and a wheel were")
     assert texts[2].startswith("validate commit: 'abc123' is not a full commit id")
     assert texts[3].startswith("resolve: branch 'no-such-branch' does not exist on file://")
     assert texts[4].startswith("validate extra: '--editable' is not a valid extra name")

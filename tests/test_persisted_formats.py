@@ -62,6 +62,7 @@ ENVIRONMENT = EnvironmentInfo(
     torch_cuda=None,
 )
 RECORD = InstallRecord(
+    origin="source-build",
     source=SOURCE,
     build=BUILD,
     install=InstallInfo(
@@ -244,7 +245,8 @@ def variants(sample: BaseModel) -> Iterator[tuple[str, bytes]]:
             _at(extra, path)["unexpected_field"] = 1
             yield f"extra field at {path or 'top level'}", json.dumps(extra).encode()
     if "schema_version" in tree:
-        for version in (0, 2, "1"):
+        version_now = tree["schema_version"]
+        for version in (0, version_now + 1, str(version_now)):
             other = {**tree, "schema_version": version}
             yield f"schema_version {version!r}", json.dumps(other).encode()
 

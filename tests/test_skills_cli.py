@@ -22,7 +22,13 @@ REPO = Path(__file__).resolve().parents[1]
 # The one table of operations: each MCP tool and the command that does the same thing.
 TOOL_TO_COMMAND = {op.tool: f"automl-setup {op.command}" for op in OPERATIONS}
 REQUIRED_TOOLS = {
-    "automl-setup": {"resolve_branch", "install_engine", "verify_engine", "history_engine"},
+    "automl-setup": {
+        "list_branches",
+        "resolve_branch",
+        "install_engine",
+        "verify_engine",
+        "history_engine",
+    },
     "automl-experiments": {
         "launch_experiment",
         "resume_experiment",
@@ -31,6 +37,7 @@ REQUIRED_TOOLS = {
         "verify_engine",
     },
     "automl-troubleshoot": {"diagnose_engine", "verify_engine", "install_engine"},
+    "automl-slurm": {"submit_slurm_job", "status_slurm_job", "cancel_slurm_job"},
 }
 
 
@@ -155,7 +162,7 @@ def test_committed_skills_and_their_copies_pass() -> None:
     assert [p.format(REPO) for p in problems] == []
 
 
-def test_committed_skills_are_the_three_expected() -> None:
+def test_committed_skills_are_the_expected_ones() -> None:
     assert [p.name for p in skill_dirs(REPO / "skills")] == sorted(REQUIRED_TOOLS)
 
 

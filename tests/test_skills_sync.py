@@ -221,7 +221,12 @@ def test_sync_refuses_to_write_through_a_symlinked_client_folder(repo: Path) -> 
 
 def test_manifest_lists_every_file_with_its_digest(repo: Path) -> None:
     result = skills.manifest(repo / "skills")
-    assert result["skills"] == ["automl-experiments", "automl-setup", "automl-troubleshoot"]
+    assert result["skills"] == [
+        "automl-experiments",
+        "automl-setup",
+        "automl-slurm",
+        "automl-troubleshoot",
+    ]
     files = {f["path"]: f for f in result["files"]}
     assert set(files) == {
         p.relative_to(repo / "skills").as_posix()

@@ -45,9 +45,10 @@ def install_next(env_dir: Path, repo: SourceRepository) -> CliResult:
 def assert_clean_refusal(output: str) -> None:
     """One `error:` line first, not the CLI's catch-all for a bug (it never prints a traceback)."""
     assert "unexpected failure" not in output, output
-    # Progress lines ("[3/7 build] ...") may come first; then exactly one error.
+    # Progress lines ("[3/7 build] ...") and the default-branch notice may come first; then
+    # exactly one error.
     lines = output.splitlines()
-    while lines and lines[0].startswith("["):
+    while lines and lines[0].startswith(("[", "no --branch given")):
         lines.pop(0)
     assert lines and lines[0].startswith("error: "), output
     assert sum(line.startswith("error: ") for line in lines) == 1, output
@@ -238,7 +239,7 @@ def test_failed_rollback_during_install_keeps_the_cause_and_says_the_rollback_fa
 ) -> None:
     """In process, with two injected faults: uv fails, then the rollback's own uv fails."""
 
-    def uv_fails(self: object, wheel: Path) -> None:
+    def uv_fails(self: object, wheel: Path, before: object) -> None:
         raise SetupError("install", "uv exited with status 2", "fix the network")
 
     def restore_fails(*args: object) -> None:

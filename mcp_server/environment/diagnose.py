@@ -5,7 +5,7 @@ from __future__ import annotations
 import shlex
 
 from packaging.utils import canonicalize_name
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from mcp_server.environment.records import RecordStore
 from mcp_server.environment.target import locate
@@ -15,8 +15,12 @@ from mcp_server.source.profile import (
     CORE_IMPORT_NAME,
     DEFAULT_DISTRIBUTION,
     EngineProfile,
+    ProfileSource,
 )
 from mcp_server.values import TargetPath
+
+# Nothing to install: the engine verifies, or an unfinished install awaits `repair`.
+QUIET_STATUSES: frozenset[VerifyStatus] = frozenset({"verified", "interrupted", "in-progress"})
 
 
 class InstalledPackage(BaseModel):
@@ -29,13 +33,17 @@ class InstalledPackage(BaseModel):
 
 class Diagnosis(BaseModel):
     model_config = ConfigDict(frozen=True)
-    environment: str
-    interpreter: str
-    engine: InstalledPackage
-    record_status: VerifyStatus
-    confusables: list[InstalledPackage]
-    findings: list[str]
-    install_commands: dict[str, str]
+    environment: str = Field(description="sys.prefix of the environment diagnosed.")
+    interpreter: str = Field(description="Its interpreter.")
+    engine: InstalledPackage = Field(description="The engine's distribution, if installed.")
+    record_status: VerifyStatus = Field(description="The verify status of the engine.")
+    confusables: list[InstalledPackage] = Field(description="Look-alike packages installed.")
+    findings: list[str] = Field(description="One line per fact found.")
+    install_commands: dict[str, str] = Field(
+        description="Commands that install the core; none when it is verified, or while an "
+        "install is unfinished (the finding names `repair`)."
+    )
+    profile_source: ProfileSource = Field(description="Which engine profile, and from where.")
 
     @property
     def healthy(self) -> bool:
@@ -50,13 +58,13 @@ def install_command(profile: EngineProfile, environment: str, *, ref: list[str])
 def diagnose(python: TargetPath | None, profile: EngineProfile) -> Diagnosis:
     env = locate(python)
     record = RecordStore(env.state_dir).read_record()
-    if record is not None:  # the environment says which engine it holds: use that one
+    if record is not None and record.source is not None:  # the environment says which engine
         profile = EngineProfile(
             repository=record.source.repository,
             subdirectory=record.source.subdirectory,
             distribution=record.build.distribution,
             requirement=profile.requirement,
-        )
+        ).with_origin(f"the install record in {env.prefix}")
     is_core = profile.canonical_distribution == canonicalize_name(DEFAULT_DISTRIBUTION)
     confusable = list(CONFUSABLE_DISTRIBUTIONS)
     modules = [CORE_IMPORT_NAME, *CONFUSABLE_DISTRIBUTIONS.values()]
@@ -78,7 +86,7 @@ def diagnose(python: TargetPath | None, profile: EngineProfile) -> Diagnosis:
         )
         for name, module in CONFUSABLE_DISTRIBUTIONS.items()
     ]
-    findings = _findings(profile, engine, report.status, report.notes, confusables)
+    findings = _findings(engine, report.status, report.notes, confusables)
     findings += [d.describe() for d in report.differences]
     if not probe.is_venv and not (env.prefix / "conda-meta").is_dir():
         findings.append(
@@ -86,14 +94,16 @@ def diagnose(python: TargetPath | None, profile: EngineProfile) -> Diagnosis:
             "there changes it for everyone who uses that Python"
         )
     where = str(env.prefix)
-    commands = {
-        "main": install_command(profile, where, ref=["--branch", "main"]),
-        "development branch": install_command(profile, where, ref=["--branch", "<dev-branch>"]),
-    }
-    if record is not None:
-        commands["recorded commit"] = install_command(
-            profile, where, ref=["--commit", record.source.commit]
+    commands: dict[str, str] = {}
+    if report.status not in QUIET_STATUSES:
+        commands["main"] = install_command(profile, where, ref=["--branch", "main"])
+        commands["development branch"] = install_command(
+            profile, where, ref=["--branch", "<dev-branch>"]
         )
+        if record is not None and record.source is not None:
+            commands["recorded commit"] = install_command(
+                profile, where, ref=["--commit", record.source.commit]
+            )
     return Diagnosis(
         environment=where,
         interpreter=str(env.interpreter),
@@ -102,11 +112,11 @@ def diagnose(python: TargetPath | None, profile: EngineProfile) -> Diagnosis:
         confusables=confusables,
         findings=findings,
         install_commands=commands,
+        profile_source=profile.source(),
     )
 
 
 def _findings(
-    profile: EngineProfile,
     engine: InstalledPackage,
     status: VerifyStatus,
     notes: list[str],
@@ -114,29 +124,17 @@ def _findings(
 ) -> list[str]:
     out: list[str] = []
     core = engine.distribution + (f" (import {engine.import_name})" if engine.import_name else "")
-    if engine.version is None:
-        out.append(f"the AutoML core ({profile.distribution}) is not installed in this environment")
     for other in confusables:
         if other.version is not None or other.importable:
             out.append(
-                f"{other.distribution} {other.version or ''} is installed (import "
+                f"{other.distribution} {other.version or '(no metadata)'} is installed (import "
                 f"{other.import_name}): that is the separately published application, not the "
                 f"core {core}; it does not provide it"
             )
-    if not any(o.version for o in confusables):
-        out.append(
-            f"note: nvidia-tao-automl (import tao_automl) is a different distribution from the "
-            f"core {core}; installing it does not help"
-        )
+    # The other statuses are told by verify's own note, once (one line per fact): the missing
+    # engine, the installer of an unrecorded one, the unfinished install's engine and `repair`.
     status_text = {
         "verified": "the installed core matches its record (verified)",
         "mismatch": "the installed core was modified after install or does not match its record",
-        "no-record": "the core is installed without an automl-setup record (e.g. by pip); "
-        "its source commit is unproven: reinstall with automl-setup",
-        "no-engine": "",
-        "interrupted": "an install into this environment was interrupted",
-        "in-progress": "an install into this environment is in progress",
-    }[status]
-    if status_text:
-        out.append(status_text)
-    return out + notes
+    }.get(status)
+    return out + ([status_text] if status_text else []) + notes

@@ -21,12 +21,13 @@ from mcp_server.environment.records import (
 
 
 def identity_fields(
-    source: SourceIdentity, build: BuildIdentity, environment: EnvironmentInfo
+    source: SourceIdentity | None, build: BuildIdentity, environment: EnvironmentInfo
 ) -> dict[str, Any]:
     """The resume-relevant fields. The requested ref, paths and times are not identity: the
-    same commit installed through another branch name is the same engine build."""
+    same commit installed through another branch name is the same engine build. A reviewed
+    wheel has no source: `source` is null, which is how its identity says what it is."""
     return {
-        "source": source.model_dump(exclude={"requested_ref"}),
+        "source": source.model_dump(exclude={"requested_ref"}) if source else None,
         "build": build.model_dump(),
         "environment": environment.model_dump(),
     }
@@ -37,7 +38,7 @@ def canonical_json(value: Any) -> bytes:
 
 
 def compute_identity_digest(
-    source: SourceIdentity, build: BuildIdentity, environment: EnvironmentInfo
+    source: SourceIdentity | None, build: BuildIdentity, environment: EnvironmentInfo
 ) -> str:
     return hashlib.sha256(canonical_json(identity_fields(source, build, environment))).hexdigest()
 
@@ -72,12 +73,12 @@ def environment_info(probe: Probe, direct_dependencies: list[str]) -> Environmen
     )
 
 
-def direct_dependency_names(
+def active_requirements(
     requires: tuple[str, ...] | list[str], extras: list[str] | None = None
-) -> list[str]:
-    """Canonical names of the engine's requirements, except those of extras not installed.
-    Requirements behind other markers are kept: their version is recorded (null if absent)."""
-    names = set()
+) -> list[Requirement]:
+    """The engine's requirements, except those of extras not installed. Requirements behind
+    other markers are kept."""
+    active = []
     for spec in requires:
         try:
             req = Requirement(spec)
@@ -88,5 +89,13 @@ def direct_dependency_names(
             or "extra" not in str(req.marker)
             or any(req.marker.evaluate({"extra": extra}) for extra in extras or [])
         ):
-            names.add(canonicalize_name(req.name))
-    return sorted(names)
+            active.append(req)
+    return active
+
+
+def direct_dependency_names(
+    requires: tuple[str, ...] | list[str], extras: list[str] | None = None
+) -> list[str]:
+    """Canonical names of the active requirements: their versions are recorded (null if
+    absent)."""
+    return sorted({canonicalize_name(req.name) for req in active_requirements(requires, extras)})

@@ -7,6 +7,7 @@ itself is a `Transaction` (transaction.py), undone on failure (rollback.py).
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -14,11 +15,12 @@ from typing import Literal
 
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
+from mcp_server.environment.artifact import Artifact, reviewed_wheel, store_wheel
 from mcp_server.environment.create import open_for_install
+from mcp_server.environment.gepa_pin import check_installed_gepa
 from mcp_server.environment.records import (
-    BuildIdentity,
     HistoryEntry,
     InstallRecord,
     RecordStore,
@@ -26,18 +28,19 @@ from mcp_server.environment.records import (
 )
 from mcp_server.environment.rollback import recover_interrupted
 from mcp_server.environment.target import TargetEnv, locate, locate_for_change
+from mcp_server.environment.torch_guard import refuse_other_torch
+from mcp_server.environment.transaction import STEPS as STEPS  # re-exported: the faces show them
 from mcp_server.environment.transaction import Progress, Transaction
 from mcp_server.environment.verify import VerifyReport, verify_environment
-from mcp_server.errors import SetupError
+from mcp_server.errors import Fix, SetupError
 from mcp_server.fsutil import exclusive_lock
 from mcp_server.requests import InstallRequest
 from mcp_server.scratch import scratch_dir, sweep_stale
-from mcp_server.source.build import build_wheel, check_wheel_metadata, read_wheel_metadata
+from mcp_server.source.build import build_wheel, check_wheel_metadata, uv_version
 from mcp_server.source.gitsource import fetch_commit, resolve_branch
-from mcp_server.source.profile import EngineProfile
+from mcp_server.source.profile import EngineProfile, ProfileSource
 from mcp_server.values import BranchName, CommitId, TargetPath
 
-STEPS = ("resolve", "fetch", "build", "check", "install", "verify", "record")
 WORK_PREFIX = "automl-setup-work-"
 
 
@@ -46,14 +49,22 @@ def no_progress(step: str, message: str) -> None:
 
 
 class InstallResult(BaseModel):
-    status: Literal["installed", "unchanged"]
-    record: InstallRecord
-    previous_commit: str | None
-    verify: VerifyReport
-    repaired: str | None = None
+    status: Literal["installed", "unchanged"] = Field(
+        description="installed, or unchanged (that exact build was installed already)."
+    )
+    record: InstallRecord = Field(description="The install record written (the commit point).")
+    previous_commit: str | None = Field(description="Commit of the engine it replaced.")
+    verify: VerifyReport = Field(description="The verification after installing.")
+    repaired: str | None = Field(None, description="What an interrupted install left, repaired.")
+    restored: list[str] = Field(
+        default_factory=list,
+        description="What differed from the record of this same build before it was reinstalled "
+        "over it (modified files, scripts): repaired by this install.",
+    )
+    profile_source: ProfileSource = Field(description="Which engine profile, and from where.")
 
 
-# Who is bound to an environment's engine (rule 5) is known only to the experiments layer
+# Who is bound to an environment's engine (transition rule 2) is known only to the experiments layer
 # above; it hands the question in: state dir -> "id (workspace)" of each unfinished one.
 BoundExperiments = Callable[[Path], list[str]]
 
@@ -64,12 +75,30 @@ def install_engine(
     """`bound` is required: no install may skip the check that keeps an engine in place
     under unfinished experiments. The request holds only checked values."""
     extras = sorted(set(request.extras))
+    ready = None
+    if request.wheel is not None and request.sha256 is not None:
+        # A reviewed wheel is hashed and checked before anything is touched.
+        ready = reviewed_wheel(request.wheel.path, request.sha256, request.profile)
     # The environment lock is held from before a new environment (--create-env) is usable;
     # a failure removes exactly what this call created.
     with open_for_install(request.python, create=request.create_env) as env:
         return _install_locked(
-            request.profile, env, request.branch, request.commit, extras, bound, progress
-        )
+            request.profile, env, request.branch, request.commit, extras, bound, progress, ready,
+            expect=request.expect_commit,
+        )  # fmt: skip
+
+
+def install_artifact(
+    profile: EngineProfile,
+    python: TargetPath,
+    create_env: bool,
+    artifact: Artifact,
+    bound: BoundExperiments,
+    progress: Progress = no_progress,
+) -> InstallResult:
+    """Install a wheel already in the store with the identity it had (`recreate`)."""
+    with open_for_install(python, create=create_env) as env:
+        return _install_locked(profile, env, None, None, [], bound, progress, artifact)
 
 
 def _install_locked(
@@ -80,8 +109,12 @@ def _install_locked(
     extras: list[str],
     bound: BoundExperiments,
     progress: Progress,
+    ready: Artifact | None = None,
+    *,
+    expect: CommitId | None = None,
 ) -> InstallResult:
-    """The install, called with the environment lock held."""
+    """The install, called with the environment lock held: of `ready` (a wheel in the store),
+    or else of the branch (which must point at `expect` when given) or commit, built here."""
     store = RecordStore(env.state_dir)
     repaired = recover_interrupted(env, store)
     if repaired:
@@ -94,66 +127,114 @@ def _install_locked(
             f"the install history {store.history_path} has a torn last line ({torn})",
             "inspect it and cut the torn line off; the history is never rewritten silently",
         )
-    progress("resolve", f"resolving {'refs/heads/' + branch if branch else commit}")
     requested_ref = None
-    if branch is not None:
-        resolution = resolve_branch(profile.repository, branch)
-        commit, requested_ref = resolution.commit, resolution.ref
-        progress("resolve", f"{resolution.ref} -> {commit}")
-    assert commit is not None
-    if previous is not None and _same_source(previous, profile, commit, extras):
+    if ready is None:
+        progress("resolve", profile.source().describe())
+        progress(
+            "resolve",
+            f"resolving refs/heads/{branch}"
+            if branch
+            else f"commit {commit} given: nothing to resolve (the fetch checks it exists)",
+        )
+        if branch is not None:
+            resolution = resolve_branch(profile.repository, branch, expect)
+            commit, requested_ref = resolution.commit, resolution.ref
+            progress("resolve", f"{resolution.ref} -> {commit}")
+        assert commit is not None
+        same = previous is not None and _same_source(previous, profile, commit, extras)
+    else:
+        same = previous is not None and _same_artifact(previous, ready, extras)
+    restored: list[str] = []
+    if previous is not None and same:
         report = verify_environment(env, profile.distribution)
+        restored = [d.field for d in report.differences] if report.status == "mismatch" else []
         if report.status == "verified":
-            progress("verify", f"commit {commit[:12]} is already installed and verified")
+            check_installed_gepa(env, previous)
+            progress("verify", f"{_named(previous)} is already installed and verified")
             return InstallResult(
                 status="unchanged",
                 record=previous,
-                previous_commit=previous.source.commit,
+                previous_commit=_commit(previous),
                 verify=report,
                 repaired=repaired,
+                profile_source=profile.source(),
             )
     _guard_bound_experiments(env, previous, bound)
-    with scratch_dir(WORK_PREFIX) as work, ThreadPoolExecutor(max_workers=1) as pool:
-        progress("fetch", f"fetching {commit[:12]} ({profile.subdirectory})")
-        fetched = fetch_commit(profile.repository, commit, profile.subdirectory, work / "src")
-        progress("build", f"building a wheel with SOURCE_DATE_EPOCH={fetched.commit_time}")
-        # Read-only look at the environment (under its lock) while the wheel builds.
+    with scratch_dir(WORK_PREFIX) as work, ThreadPoolExecutor(max_workers=2) as pool:
+        # Read-only look at the environment (under its lock) while the wheel builds; uv's
+        # version, which the record names, is asked meanwhile too (cached for the process).
         before = pool.submit(env.probe, [profile.distribution])
-        wheel = build_wheel(
-            fetched.source_dir,
-            work / "dist",
-            fetched.commit_time,
-            str(env.interpreter),
-            work / "build.log",
-        )
-        progress("build", f"{wheel.path.name} sha256 {wheel.sha256}")
-        meta = read_wheel_metadata(wheel.path)
-        check_wheel_metadata(meta, profile, extras, before.result().python_version)
+        pool.submit(uv_version)
+        artifact = ready or _build(profile, commit, requested_ref, env, work, progress)
+        # The checkout is not needed once its wheel is in the store: removing it (~50 ms of
+        # rmdir here) overlaps the install; the pool waits for it before the scratch goes.
+        pool.submit(shutil.rmtree, work / "src", ignore_errors=True)
+        check_wheel_metadata(artifact.meta, profile, extras, before.result().python_version)
+        refuse_other_torch(artifact.meta.requires_dist, extras, before.result())
+        meta = artifact.meta
         progress("check", f"{meta.name} {meta.version} satisfies {profile.requirement}")
-        source = SourceIdentity(
-            repository=str(profile.repository),
-            subdirectory=profile.subdirectory,
-            requested_ref=requested_ref,
-            commit=commit,
-            subtree_id=fetched.subtree_id,
-            commit_time=fetched.commit_time,
+        transaction = Transaction(
+            env, store, profile, artifact.source, artifact.build, artifact.meta, extras
         )
-        build = BuildIdentity(
-            distribution=meta.name,
-            version=meta.version,
-            wheel_filename=wheel.path.name,
-            wheel_sha256=wheel.sha256,
-            record_digest=meta.record_digest,
-            backend=wheel.backend,
-        )
-        transaction = Transaction(env, store, profile, source, build, meta, extras)
-        record, report = transaction.run(wheel.path, before.result(), progress)
+        record, report = transaction.run(artifact.wheel, before.result(), progress)
     return InstallResult(
         status="installed",
         record=record,
-        previous_commit=previous.source.commit if previous else None,
+        previous_commit=_commit(previous) if previous else None,
         verify=report,
         repaired=repaired,
+        restored=restored,
+        profile_source=profile.source(),
+    )
+
+
+def _build(
+    profile: EngineProfile,
+    commit: CommitId | None,
+    requested_ref: str | None,
+    env: TargetEnv,
+    work: Path,
+    progress: Progress,
+) -> Artifact:
+    """Fetch the commit, build its wheel reproducibly and keep it in the store."""
+    assert commit is not None
+    progress("fetch", f"fetching {commit[:12]} ({profile.subdirectory})")
+    fetched = fetch_commit(profile.repository, commit, profile.subdirectory, work / "src")
+    progress("build", f"building a wheel with SOURCE_DATE_EPOCH={fetched.commit_time}")
+    wheel = build_wheel(
+        fetched.source_dir,
+        work / "dist",
+        fetched.commit_time,
+        str(env.interpreter),
+        work / "build.log",
+    )
+    progress("build", f"{wheel.path.name} sha256 {wheel.sha256}")
+    source = SourceIdentity(
+        repository=str(profile.repository),
+        subdirectory=profile.subdirectory,
+        requested_ref=requested_ref,
+        commit=commit,
+        subtree_id=fetched.subtree_id,
+        commit_time=fetched.commit_time,
+    )
+    return store_wheel(wheel.path, wheel.sha256, source, wheel.backend)
+
+
+def _commit(record: InstallRecord) -> str | None:
+    return record.source.commit if record.source else None
+
+
+def _named(record: InstallRecord) -> str:
+    if record.source is None:
+        return f"the reviewed wheel {record.build.wheel_sha256[:12]}"
+    return f"commit {record.source.commit[:12]}"
+
+
+def _same_artifact(previous: InstallRecord, artifact: Artifact, extras: list[str]) -> bool:
+    return (
+        previous.build.wheel_sha256 == artifact.build.wheel_sha256
+        and previous.source == artifact.source
+        and previous.install.extras == extras
     )
 
 
@@ -161,7 +242,8 @@ def _same_source(
     previous: InstallRecord, profile: EngineProfile, commit: str, extras: list[str]
 ) -> bool:
     return (
-        previous.source.commit == commit
+        previous.source is not None
+        and previous.source.commit == commit
         and previous.source.repository == str(profile.repository)
         and previous.source.subdirectory == profile.subdirectory
         and canonicalize_name(previous.build.distribution) == profile.canonical_distribution
@@ -182,7 +264,10 @@ def _guard_bound_experiments(
         raise SetupError(
             "install",
             f"unfinished experiments are bound to the engine in {env.prefix}: {names}",
-            "install the new engine into a separate environment (--python NEW --create-env)",
+            [
+                "install the new engine into a separate environment (same branch or commit): ",
+                Fix("install", (("python", "NEW"), ("create_env", True))),
+            ],
         )
 
 

@@ -58,9 +58,10 @@ def torch_cuda():
 names = json.loads(sys.argv[1])
 versions = {}
 for d in metadata.distributions():
-    n = d.metadata["Name"]
+    md = d.metadata  # parsed once: d.version would parse METADATA again for its Version
+    n = md["Name"]
     if n:
-        versions[re.sub(r"[-_.]+", "-", n).lower()] = d.version
+        versions[re.sub(r"[-_.]+", "-", n).lower()] = md["Version"]
 print(json.dumps({
     "executable": sys.executable,
     "prefix": sys.prefix,

@@ -7,17 +7,24 @@ The pydantic models here are the single source of the record formats; the JSON S
 from __future__ import annotations
 
 import hashlib
+import json
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from mcp_server.errors import SetupError
 from mcp_server.fsutil import append_json_line, atomic_write_bytes, read_file
 from mcp_server.persisted import Persisted, load_persisted, load_persisted_lines
 
 SCHEMA_VERSION = 1
+# The install record's format: 2 added `origin` (and a null `source` for a reviewed wheel).
+# Records of format 1 are read as what they were, source builds (`RecordStore.read_record`).
+RECORD_SCHEMA_VERSION = 2
+# Which kind of artifact was installed: a wheel automl-setup built from a commit, or a wheel
+# someone reviewed and handed in by its sha256 (no git fields exist for it, none are invented).
+Origin = Literal["source-build", "reviewed-wheel"]
 
 
 class _Record(Persisted):
@@ -41,7 +48,9 @@ class BuildIdentity(_Record):
     wheel_filename: str
     wheel_sha256: str = Field(description="sha256 of the wheel (built with SOURCE_DATE_EPOCH).")
     record_digest: str = Field(description="sha256 of the wheel's RECORD file.")
-    backend: str = Field(description="PEP 517 build backend named by the source.")
+    backend: str | None = Field(
+        description="PEP 517 build backend named by the source; null for a reviewed wheel."
+    )
 
 
 class InstallInfo(_Record):
@@ -68,7 +77,9 @@ class EnvironmentInfo(_Record):
     torch_cuda: str | None = Field(description="CUDA version torch was built for, if any.")
 
 
-class InstallRecord(_Record):
+class InstallRecordV1(_Record):
+    """The record format 1 (before reviewed wheels): always a source build."""
+
     schema_version: Literal[1] = SCHEMA_VERSION
     source: SourceIdentity
     build: BuildIdentity
@@ -77,12 +88,30 @@ class InstallRecord(_Record):
     identity_digest: str
 
 
+class InstallRecord(_Record):
+    schema_version: Literal[2] = RECORD_SCHEMA_VERSION
+    origin: Origin = Field(description="Which kind of artifact was installed.")
+    source: SourceIdentity | None = Field(
+        description="Where the wheel was built from; null exactly for a reviewed wheel."
+    )
+    build: BuildIdentity
+    install: InstallInfo
+    environment: EnvironmentInfo
+    identity_digest: str
+
+    @model_validator(mode="after")
+    def _origin_matches_source(self) -> InstallRecord:
+        if (self.source is None) != (self.origin == "reviewed-wheel"):
+            raise ValueError("a source build has a source, a reviewed wheel has none")
+        return self
+
+
 class HistoryEntry(_Record):
     schema_version: Literal[1] = SCHEMA_VERSION
     time: str
     event: Literal["installed", "rolled-back"]
     transaction: str
-    commit: str
+    commit: str | None = Field(description="Commit built; null for a reviewed wheel.")
     requested_ref: str | None
     distribution: str
     version: str | None = None
@@ -109,7 +138,7 @@ class Journal(_Record):
     txid: str = Field(pattern=r"^[0-9a-f]{12}$", description="Names transactions/<txid>/.")
     pid: int
     started: str
-    commit: str
+    commit: str | None = Field(description="Commit built; null for a reviewed wheel.")
     requested_ref: str | None
     distribution: str
     previous_distribution: str | None
@@ -121,6 +150,16 @@ class Journal(_Record):
         description="Digest of a wheel RECORD this install stored first (a rollback removes it)."
     )
     new_files: list[str]
+
+
+def _format_version(data: bytes) -> object:
+    """The `schema_version` a file declares (None when it is not a JSON object): which model
+    reads it strictly."""
+    try:
+        value = json.loads(data)
+    except ValueError:
+        return None
+    return value.get("schema_version") if isinstance(value, dict) else None
 
 
 def utc_now() -> str:
@@ -143,12 +182,15 @@ class RecordStore:
         data = read_file(self.record_path)
         if data is None:
             return None
+        remedy = "the record was edited or damaged; reinstall into a fresh environment"
+        if _format_version(data) == 1:
+            old = load_persisted(
+                InstallRecordV1, data, what="install record", path=self.record_path, remedy=remedy
+            )
+            fields = {**old.model_dump(), "schema_version": RECORD_SCHEMA_VERSION}
+            return InstallRecord(**fields, origin="source-build")
         return load_persisted(
-            InstallRecord,
-            data,
-            what="install record",
-            path=self.record_path,
-            remedy="the record was edited or damaged; reinstall into a fresh environment",
+            InstallRecord, data, what="install record", path=self.record_path, remedy=remedy
         )
 
     def write_record(self, record: InstallRecord) -> None:
@@ -205,8 +247,8 @@ def log_installed(store: RecordStore, record: InstallRecord) -> None:
             time=record.install.time,
             event="installed",
             transaction=record.install.transaction,
-            commit=record.source.commit,
-            requested_ref=record.source.requested_ref,
+            commit=record.source.commit if record.source else None,
+            requested_ref=record.source.requested_ref if record.source else None,
             distribution=record.build.distribution,
             version=record.build.version,
             identity_digest=record.identity_digest,

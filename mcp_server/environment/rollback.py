@@ -228,6 +228,7 @@ def recover_interrupted(env: TargetEnv, store: RecordStore) -> str | None:
         return f"install transaction {txid} had completed; its leftovers were removed"
     rollback(env, store, journal, reason=f"interrupted (pid {journal.pid} died)")
     return (
-        f"an interrupted install (transaction {txid}, commit {journal.commit[:12]}, "
+        f"an interrupted install of {journal.distribution} (transaction {txid}, "
+        f"{'commit ' + journal.commit[:12] if journal.commit else 'a reviewed wheel'}, "
         f"started {journal.started}) was rolled back; {_undone(journal, 'is')}"
     )

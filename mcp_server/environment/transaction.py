@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from mcp_server import __version__
+from mcp_server.environment.gepa_pin import GEPA, check_gepa
 from mcp_server.environment.identity import (
     compute_identity_digest,
     direct_dependency_names,
@@ -38,6 +39,7 @@ from mcp_server.environment.records import (
 )
 from mcp_server.environment.rollback import after_rollback, finish_transaction, run_uv
 from mcp_server.environment.target import TargetEnv
+from mcp_server.environment.torch_guard import check_torch_kept, keep_torch_args
 from mcp_server.environment.verify import (
     VerifyReport,
     installed_paths,
@@ -50,6 +52,8 @@ from mcp_server.source.build import WheelMetadata, record_hash, uv_binary, uv_ve
 from mcp_server.source.profile import EngineProfile
 
 Progress = Callable[[str, str], None]  # (step, message)
+# The steps of an install, in order (here, not in install.py: the CLI's progress names them).
+STEPS = ("resolve", "fetch", "build", "check", "install", "verify", "record")
 
 # Fault injection for the crash tests: with AUTOML_SETUP_PAUSE_AT=<point> the install stops at
 # that point, says so in the file named by AUTOML_SETUP_PAUSE_FILE, and waits to be killed, or
@@ -79,7 +83,7 @@ class Transaction:
         env: TargetEnv,
         store: RecordStore,
         profile: EngineProfile,
-        source: SourceIdentity,
+        source: SourceIdentity | None,
         build: BuildIdentity,
         meta: WheelMetadata,
         extras: list[str],
@@ -98,12 +102,15 @@ class Transaction:
         try:
             _checkpoint("journal-written")
             progress("install", f"uv pip install {wheel.name} into {self.env.prefix}")
-            self._uv_install(wheel)
+            self._uv_install(wheel, before)
             _checkpoint("uv-installed")
-            self._write_direct_url(before.purelib / self.meta.dist_info)
+            self._write_direct_url(before.purelib / self.meta.dist_info, wheel)
             _checkpoint("direct-url-written")
             progress("verify", "checking direct_url.json, RECORD hashes and the identity digest")
             after = self.env.probe([self.build.distribution])
+            check_torch_kept(before, after)
+            gepa = after.versions.get(GEPA)
+            check_gepa(self.meta.requires_dist, self.extras, gepa, self.env.prefix)
             record = self._make_record(after)
             self.store.store_wheel_record(self.meta.record_text)
             report = verify_environment(
@@ -156,8 +163,8 @@ class Transaction:
                 txid=self.txid,
                 pid=os.getpid(),
                 started=utc_now(),
-                commit=self.source.commit,
-                requested_ref=self.source.requested_ref,
+                commit=self.source.commit if self.source else None,
+                requested_ref=self.source.requested_ref if self.source else None,
                 distribution=self.build.distribution,
                 previous_distribution=previous.name if previous is not None else None,
                 backup=saved,
@@ -183,7 +190,7 @@ class Transaction:
             raise
         return journal
 
-    def _uv_install(self, wheel: Path) -> None:
+    def _uv_install(self, wheel: Path, before: Probe) -> None:
         extras = f"[{','.join(self.extras)}]" if self.extras else ""
         requirement = f"{self.build.distribution}{extras} @ {wheel.resolve().as_uri()}"
         argv = [
@@ -191,21 +198,43 @@ class Transaction:
             "pip",
             "install",
             "--no-progress",
+            # uv hardlinks from its cache by default: an installed file edited in place would
+            # edit the cache too, and a reinstall would bring the edit back.
+            "--link-mode",
+            "copy",
             "--python",
             str(self.env.interpreter),
         ]
+        argv += keep_torch_args(before, self.txdir)
         argv += ["--reinstall-package", self.build.distribution, requirement]
         run_uv(argv, self.txdir / "uv-install.log", step="install")
 
-    def _write_direct_url(self, dist_info: Path) -> None:
+    def _write_direct_url(self, dist_info: Path, wheel: Path) -> None:
         """PEP 610 direct_url.json naming the repository, commit and subdirectory (uv wrote
-        one for the local wheel file), and the matching RECORD line."""
+        one for the local wheel file), or for a reviewed wheel the wheel and its sha256, and
+        the matching RECORD line."""
         if not (dist_info / "RECORD").is_file():
             raise SetupError(
                 "install",
                 f"uv reported success but {dist_info} is missing",
                 "run the install again; if it repeats, report it with the uv log",
             )
+        data = json.dumps(self._direct_url(wheel), sort_keys=True).encode()
+        atomic_write_bytes(dist_info / "direct_url.json", data)
+        record_path = dist_info / "RECORD"
+        rel = f"{dist_info.name}/direct_url.json"
+        rows = [r for r in parse_record_csv(record_path.read_text("utf-8")) if r[0] != rel]
+        rows.append((rel, record_hash(data), str(len(data))))
+        text = "".join(f"{p},{h},{s}\n" for p, h, s in rows)
+        atomic_write_bytes(record_path, text.encode("utf-8"))
+
+    def _direct_url(self, wheel: Path) -> dict[str, Any]:
+        if self.source is None:
+            sha = self.build.wheel_sha256
+            return {
+                "url": wheel.resolve().as_uri(),
+                "archive_info": {"hash": f"sha256={sha}", "hashes": {"sha256": sha}},
+            }
         direct_url: dict[str, Any] = {
             "url": self.source.repository,
             "vcs_info": {"vcs": "git", "commit_id": self.source.commit},
@@ -216,14 +245,7 @@ class Transaction:
             )
         if self.source.subdirectory != ".":
             direct_url["subdirectory"] = self.source.subdirectory
-        data = json.dumps(direct_url, sort_keys=True).encode()
-        atomic_write_bytes(dist_info / "direct_url.json", data)
-        record_path = dist_info / "RECORD"
-        rel = f"{dist_info.name}/direct_url.json"
-        rows = [r for r in parse_record_csv(record_path.read_text("utf-8")) if r[0] != rel]
-        rows.append((rel, record_hash(data), str(len(data))))
-        text = "".join(f"{p},{h},{s}\n" for p, h, s in rows)
-        atomic_write_bytes(record_path, text.encode("utf-8"))
+        return direct_url
 
     def _make_record(self, probe: Probe) -> InstallRecord:
         installed = probe.dists.get(self.build.distribution)
@@ -247,6 +269,7 @@ class Transaction:
             time=utc_now(),
         )
         return InstallRecord(
+            origin="reviewed-wheel" if self.source is None else "source-build",
             source=self.source,
             build=self.build,
             install=install,

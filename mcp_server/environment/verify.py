@@ -25,6 +25,7 @@ from mcp_server.environment.records import (
     SourceIdentity,
 )
 from mcp_server.environment.target import TargetEnv
+from mcp_server.environment.uvproject import removed_by_sync
 from mcp_server.errors import ExitCode
 from mcp_server.fsutil import exclusive_holder
 from mcp_server.persisted import Persisted
@@ -36,16 +37,22 @@ VerifyStatus = Literal[
 
 
 class VerifyReport(Persisted):
-    status: VerifyStatus
-    environment: str
-    distribution: str
-    commit: str | None = None
-    requested_ref: str | None = None
-    version: str | None = None
-    identity_digest: str | None = None
-    files_checked: int = 0
-    differences: list[FieldDiff] = Field(default_factory=list)
-    notes: list[str] = Field(default_factory=list)
+    status: VerifyStatus = Field(description="What the check found: verified, or what not.")
+    environment: str = Field(description="sys.prefix of the environment checked.")
+    distribution: str = Field(description="The engine's distribution name.")
+    commit: str | None = Field(None, description="The recorded commit, when there is a record.")
+    requested_ref: str | None = Field(None, description="The ref that commit was installed from.")
+    version: str | None = Field(None, description="The recorded version of the engine.")
+    identity_digest: str | None = Field(None, description="The recorded identity digest.")
+    files_checked: int = Field(0, description="Files whose RECORD hash was checked on disk.")
+    differences: list[FieldDiff] = Field(
+        default_factory=list, description="Every field that differs from the record."
+    )
+    notes: list[str] = Field(default_factory=list, description="Anything else worth knowing.")
+    watched: dict[str, str | None] = Field(
+        default_factory=dict,
+        description="Versions of the watched packages (gepa, torch) found now; null if absent.",
+    )
 
     @property
     def exit_code(self) -> ExitCode:
@@ -70,13 +77,24 @@ def installed_paths(dist_info: Path) -> list[Path]:
     return sorted(set(paths))
 
 
-def check_direct_url(raw: str | None, source: SourceIdentity) -> list[FieldDiff]:
+def check_direct_url(
+    raw: str | None, source: SourceIdentity | None, build: BuildIdentity
+) -> list[FieldDiff]:
     if raw is None:
         return [FieldDiff(field="direct_url.json", recorded="present", found="missing")]
     try:
         data = json.loads(raw)
     except ValueError:
         return [FieldDiff(field="direct_url.json", recorded="valid JSON", found="unparsable")]
+    if not isinstance(data, dict):
+        return [FieldDiff(field="direct_url.json", recorded="an object", found=type(data).__name__)]
+    if source is None:  # a reviewed wheel: named by its archive hash, never by git fields
+        hashes = (data.get("archive_info") or {}).get("hashes") or {}
+        found = {
+            "build.wheel_sha256": hashes.get("sha256"),
+            "direct_url.vcs_info": "present" if "vcs_info" in data else None,
+        }
+        return diff_fields({"build.wheel_sha256": build.wheel_sha256}, found)
     vcs = data.get("vcs_info") or {}
     found = {
         "source.repository": data.get("url"),
@@ -215,13 +233,16 @@ def _unfinished_install(store: RecordStore, env: TargetEnv) -> VerifyReport | No
         return None
     holder = exclusive_holder(store.lock_path)
     base = {"environment": str(env.prefix), "distribution": journal.distribution}
+    # The journal's distribution, not the profile's: the one that was being installed.
+    built = f"commit {journal.commit}" if journal.commit else "a reviewed wheel"
+    what = f"{journal.distribution} ({built}"
     if holder is not None and holder != f"pid {os.getpid()}":
         return VerifyReport(
             status="in-progress",
             **base,
             notes=[
-                f"an install of commit {journal.commit} (transaction {journal.txid}, {holder}) "
-                "into this environment is in progress; wait for it to finish, then verify again"
+                f"an install of {what}, transaction {journal.txid}, {holder}) into this "
+                "environment is in progress; wait for it to finish, then verify again"
             ],
         )
     if not store.journal_path.exists():  # it finished between the two looks
@@ -230,8 +251,8 @@ def _unfinished_install(store: RecordStore, env: TargetEnv) -> VerifyReport | No
         status="interrupted",
         **base,
         notes=[
-            f"an install (transaction {journal.txid}) into this environment did not finish; "
-            f"run `automl-setup repair --python {env.prefix}` to roll it back, or run the "
+            f"an install of {what}, transaction {journal.txid}) into this environment did not "
+            f"finish; run `automl-setup repair --python {env.prefix}` to roll it back, or run the "
             "install again"
         ],
     )
@@ -261,11 +282,12 @@ def verify_environment(
         return VerifyReport(
             status="no-engine",
             **{**base, "distribution": dist_name},
-            commit=record.source.commit if record else None,
-            requested_ref=record.source.requested_ref if record else None,
+            commit=record.source.commit if record and record.source else None,
+            requested_ref=record.source.requested_ref if record and record.source else None,
             version=record.build.version if record else None,
             notes=[f"{dist_name} is not installed in {env.prefix}"]
-            + ([f"a record exists for commit {record.source.commit}"] if record else []),
+            + ([f"a record exists for {_artifact(record)}"] if record else [])
+            + (removed_by_sync(env.prefix, dist_name) if record else []),
         )
     if record is None:
         return VerifyReport(
@@ -277,7 +299,7 @@ def verify_environment(
                 f"record (installer: {installed.installer or 'unknown'}); its source is unproven"
             ],
         )
-    diffs = check_direct_url(installed.direct_url, record.source)
+    diffs = check_direct_url(installed.direct_url, record.source, record.build)
     if installed.version != record.build.version:
         diffs.append(
             FieldDiff(field="build.version", recorded=record.build.version, found=installed.version)
@@ -301,11 +323,18 @@ def verify_environment(
     return VerifyReport(
         status="mismatch" if diffs else "verified",
         **{**base, "distribution": dist_name},
-        commit=record.source.commit,
-        requested_ref=record.source.requested_ref,
+        commit=record.source.commit if record.source else None,
+        requested_ref=record.source.requested_ref if record.source else None,
         version=record.build.version,
         identity_digest=record.identity_digest,
         files_checked=checked,
         differences=diffs,
         notes=notes,
+        watched=env_now.watched,
     )
+
+
+def _artifact(record: InstallRecord) -> str:
+    if record.source is None:
+        return f"the reviewed wheel sha256 {record.build.wheel_sha256}"
+    return f"commit {record.source.commit}"

@@ -3,7 +3,6 @@ strict reading, a moved or copied workspace, and how an environment differs from
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 from typing import Literal
 
@@ -24,14 +23,14 @@ from mcp_server.environment.records import (
     SourceIdentity,
 )
 from mcp_server.environment.target import TargetEnv
-from mcp_server.errors import SetupError, shown
+from mcp_server.errors import Fix, SetupError, command_line, shown
 from mcp_server.experiments.files import ExperimentFiles
 from mcp_server.persisted import Persisted, load_persisted
 
 
 class EngineBinding(Persisted):
     identity_digest: str
-    source: SourceIdentity
+    source: SourceIdentity | None = Field(description="Null for a reviewed wheel.")
     build: BuildIdentity
     environment: EnvironmentInfo
     environment_path: str = Field(description="sys.prefix of the environment at launch.")
@@ -136,22 +135,35 @@ def relocation(binding: Binding, files: ExperimentFiles) -> str | None:
     )
 
 
+def recreate_fixes(binding: Binding, manifest: Path, workspace: Path) -> list[Fix]:
+    """The calls that install the bound engine into a separate environment (`recreate`: from
+    the wheel store, or rebuilt from its commit) and resume there (in `workspace`, where the
+    experiment is now)."""
+    new_env = f"{binding.engine.environment_path}-{binding.engine.build.wheel_sha256[:12]}"
+    install = Fix(
+        "recreate",
+        (
+            ("experiment_id", binding.experiment_id),
+            ("workspace", str(workspace)),
+            ("python", new_env),
+            ("create_env", True),
+        ),
+    )
+    resume = Fix(
+        "resume",
+        (
+            ("experiment_id", binding.experiment_id),
+            ("workspace", str(workspace)),
+            ("manifest", str(manifest)),
+            ("python", new_env),
+        ),
+    )
+    return [install, resume]
+
+
 def recreate_commands(binding: Binding, manifest: Path, workspace: Path) -> list[str]:
-    """The exact commands that rebuild the recorded engine in a separate environment and
-    resume there (in `workspace`, where the experiment is now)."""
-    src, build = binding.engine.source, binding.engine.build
-    new_env = f"{binding.engine.environment_path}-{src.commit[:12]}"
-    install = [
-        "automl-setup", "install", "--commit", src.commit,
-        "--repository", src.repository, "--subdirectory", src.subdirectory,
-        "--distribution", build.distribution, "--requirement", f"=={build.version}",
-        "--python", new_env, "--create-env",
-    ]  # fmt: skip
-    resume = [
-        "automl-setup", "resume", "--experiment-id", binding.experiment_id,
-        "--workspace", str(workspace), "--manifest", str(manifest), "--python", new_env,
-    ]  # fmt: skip
-    return [shlex.join(install), shlex.join(resume)]
+    """The exact commands of `recreate_fixes`."""
+    return [command_line(fix) for fix in recreate_fixes(binding, manifest, workspace)]
 
 
 def identity_differences(
@@ -175,11 +187,24 @@ def binding_differences(
     return identity_differences(binding, record, env_now)
 
 
+def bound_commit(binding: Binding) -> str | None:
+    """The bound commit; None for a reviewed wheel, which has no source."""
+    return binding.engine.source.commit if binding.engine.source else None
+
+
+def resume_fix(files: ExperimentFiles, manifest: str, python: str) -> Fix:
+    """The resume call that continues this experiment."""
+    return Fix(
+        "resume",
+        (
+            ("experiment_id", files.experiment_id),
+            ("workspace", str(files.workspace)),
+            ("manifest", manifest),
+            ("python", python),
+        ),
+    )
+
+
 def resume_command(files: ExperimentFiles, manifest: str, python: str) -> str:
     """The `automl-setup resume` command line that continues this experiment."""
-    return shlex.join(
-        [
-            *("automl-setup", "resume", "--experiment-id", files.experiment_id),
-            *("--workspace", str(files.workspace), "--manifest", manifest, "--python", python),
-        ]
-    )
+    return command_line(resume_fix(files, manifest, python))

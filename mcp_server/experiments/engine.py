@@ -7,18 +7,19 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shlex
 import signal
 import subprocess
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from mcp_server.environment.probe import Probe
 from mcp_server.environment.records import InstallRecord, RecordStore
 from mcp_server.environment.target import TargetEnv
-from mcp_server.errors import ExitCode, SetupError
+from mcp_server.errors import ExitCode, Fix, SetupError
 from mcp_server.experiments.binding import Binding
+from mcp_server.procwait import wait_exit
 
 STATUS_TIMEOUT_S = 60.0
 PLAN_TIMEOUT_S = 60.0
@@ -73,8 +74,10 @@ def require_record(env: TargetEnv, step: str) -> InstallRecord:
         raise SetupError(
             step,
             f"no engine installed by automl-setup in {env.prefix} (no record)",
-            f"install the engine first: automl-setup install --branch BRANCH --python "
-            f"{shlex.quote(str(env.prefix))} (with your engine's profile flags)",
+            [
+                "install the engine first (with your engine's profile): ",
+                Fix("install", (("branch", "BRANCH"), ("python", str(env.prefix)))),
+            ],
             exit_code=ExitCode.NOTHING_INSTALLED,
         )
     return record
@@ -126,7 +129,7 @@ def engine_plan(
                 f"run `automl-setup verify --python {env.prefix}`",
             ) from None
         try:
-            code = proc.wait(timeout=PLAN_TIMEOUT_S)
+            code = wait_exit(proc, PLAN_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
@@ -152,9 +155,12 @@ def engine_plan(
     )
 
 
-def wait_forwarding_signals(proc: subprocess.Popen[bytes]) -> int:
+def wait_forwarding_signals(
+    proc: subprocess.Popen[bytes], tick: Callable[[], None] | None = None, every: float = 2.0
+) -> int:
     """Foreground: SIGINT/SIGTERM/SIGHUP to us go to the engine, which stops cleanly and
-    exits; we wait for it, so its exit lands in the attempts ledger."""
+    exits; we wait for it, so its exit lands in the attempts ledger. `tick` runs every
+    `every` seconds while it runs (progress)."""
 
     def forward(signum: int, _frame: Any) -> None:
         with contextlib.suppress(ProcessLookupError):
@@ -163,7 +169,12 @@ def wait_forwarding_signals(proc: subprocess.Popen[bytes]) -> int:
     forwarded = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     previous = {s: signal.signal(s, forward) for s in forwarded}
     try:
-        return proc.wait()
+        while True:
+            try:
+                return wait_exit(proc, every if tick else None)
+            except subprocess.TimeoutExpired:
+                assert tick is not None
+                tick()
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
@@ -176,10 +187,17 @@ def engine_status(
     asked about, never the one the binding recorded: a moved or copied workspace is read where
     it is), run from `environment` (where the experiment last ran) or else from the
     environment it was launched in."""
+    return engine_json(binding, environment, "status", ["--workspace", str(workspace)])
+
+
+def engine_json(
+    binding: Binding, environment: str | None, command: str, args: list[str]
+) -> tuple[dict[str, Any] | None, str | None]:
+    """A read-only engine command about the bound experiment (`status`, `logs`), run with
+    `--json` from `environment` or the launch environment: its JSON object, or why not."""
     engine = binding.engine
     interpreter = Path(environment) / "bin" / "python" if environment else Path(engine.interpreter)
-    args = ["status", "--experiment-id", binding.experiment_id]
-    args += ["--workspace", str(workspace), "--json"]
+    args = [command, "--experiment-id", binding.experiment_id, *args, "--json"]
     try:
         proc = subprocess.run(
             engine_command(interpreter, engine.build.distribution, engine.cli, args),
@@ -190,15 +208,15 @@ def engine_status(
             check=False,
         )
     except OSError as exc:
-        return None, f"the bound engine could not be run for status: {exc.strerror}"
+        return None, f"the bound engine could not be run for {command}: {exc.strerror}"
     except subprocess.TimeoutExpired:
-        return None, f"the engine's status did not answer within {STATUS_TIMEOUT_S:.0f} s"
+        return None, f"the engine's {command} did not answer within {STATUS_TIMEOUT_S:.0f} s"
     try:
         data = json.loads(proc.stdout)
     except ValueError:
         data = None
     if not isinstance(data, dict):
-        return None, f"the engine's status output is not a JSON object (exit {proc.returncode})"
+        return None, f"the engine's {command} output is not a JSON object (exit {proc.returncode})"
     if proc.returncode != 0 or "error" in data:
-        return None, f"engine status: {data.get('error', proc.stderr.strip()[-200:])}"
+        return None, f"engine {command}: {data.get('error', proc.stderr.strip()[-200:])}"
     return data, None

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from mcp_server.errors import ExitCode, SetupError
+from mcp_server.errors import ExitCode, Fix, SetupError
 from mcp_server.values import ExperimentId
 
 SIDECAR = ".automl-setup"
@@ -62,9 +62,15 @@ def require_experiment(
         raise SetupError(
             step,
             f"no experiment {files.experiment_id!r} launched by automl-setup in {files.workspace}",
-            f"{remedy} `automl-setup list --workspace {files.workspace}`",
+            [f"{remedy} ", Fix("list", (("workspace", str(files.workspace)),))],
             exit_code=exit_code,
         )
+
+
+def status_fix(files: ExperimentFiles) -> Fix:
+    """The status call of this experiment, for remedies."""
+    workspace = str(files.workspace)
+    return Fix("status", (("experiment_id", files.experiment_id), ("workspace", workspace)))
 
 
 @contextlib.contextmanager
@@ -79,8 +85,7 @@ def controller_lock(files: ExperimentFiles) -> Iterator[int]:
             raise SetupError(
                 "lock",
                 f"another controller holds the lock of experiment {files.experiment_id}",
-                f"wait for it, or check `automl-setup status --experiment-id "
-                f"{files.experiment_id} --workspace {files.workspace}`",
+                ["wait for it, or check ", status_fix(files)],
             ) from None
         yield fd
     finally:

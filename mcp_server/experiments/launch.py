@@ -6,23 +6,28 @@ import contextlib
 import hashlib
 import shutil
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Literal, TypeVar
 
 from mcp_server import __version__
 from mcp_server.environment.identity import compute_identity_digest, environment_info
 from mcp_server.environment.probe import Probe
 from mcp_server.environment.records import InstallRecord, RecordStore, utc_now
 from mcp_server.environment.target import TargetEnv, locate
+from mcp_server.environment.transaction import Progress
 from mcp_server.environment.verify import verify_environment
-from mcp_server.errors import SetupError
+from mcp_server.errors import Fix, Remedy, SetupError
 from mcp_server.experiments.attempts import log_attempt
-from mcp_server.experiments.binding import Binding, EngineBinding, resume_command
+from mcp_server.experiments.binding import Binding, EngineBinding, resume_fix
 from mcp_server.experiments.engine import engine_command, engine_plan, engine_script, require_record
 from mcp_server.experiments.files import ExperimentFiles, controller_lock
 from mcp_server.experiments.manifest import read_manifest
 from mcp_server.experiments.started import StartedEngine, start_engine
 from mcp_server.fsutil import exclusive_create, new_directory, shared_lock
 from mcp_server.requests import LaunchRequest
+
+T = TypeVar("T")
 
 
 def _verified_record(env: TargetEnv, step: str) -> tuple[InstallRecord, Probe]:
@@ -35,7 +40,7 @@ def _verified_record(env: TargetEnv, step: str) -> tuple[InstallRecord, Probe]:
         raise SetupError(
             step,
             f"the engine in {env.prefix} fails verification ({report.status})",
-            f"run `automl-setup verify --python {env.prefix}` for details",
+            ["see the differences with ", Fix("verify", (("python", str(env.prefix)),))],
             details=[d.describe() for d in report.differences] + report.notes,
         )
     return record, probe
@@ -53,46 +58,71 @@ def _unbound_removed_on_failure(files: ExperimentFiles) -> Iterator[None]:
         raise
 
 
-def launch_experiment(request: LaunchRequest) -> StartedEngine:
+def run_argv(
+    env: TargetEnv, distribution: str, cli: str, manifest: Path, workspace: Path
+) -> list[str]:
+    """The engine command that starts the experiment: the binding's argv (and the SLURM
+    controller's first allocation's, byte for byte)."""
+    args = ["run", "--manifest", str(manifest), "--workspace", str(workspace), "--approve"]
+    return engine_command(env.interpreter, distribution, cli, args)
+
+
+def launch_experiment(request: LaunchRequest, progress: Progress | None = None) -> StartedEngine:
+    """Launch; in the foreground, `progress` gets a line whenever the trials move on."""
+
+    def start(
+        files: ExperimentFiles, env: TargetEnv, binding: Binding, lock_fd: int
+    ) -> StartedEngine:
+        argv = binding.argv
+        return start_engine(files, "launch", argv, env, binding, lock_fd, request.detach, progress)
+
+    return bind_new_experiment(request, "launch", start)
+
+
+def bind_new_experiment(
+    request: LaunchRequest,
+    step: Literal["launch", "submit"],
+    then: Callable[[ExperimentFiles, TargetEnv, Binding, int], T],
+) -> T:
+    """Verify the engine and bind a new experiment to it, then `then(files, env, binding,
+    lock_fd)` under the experiment's controller lock: launch starts the engine there, `slurm
+    submit` submits the controller job that will (one binding code path for both)."""
     manifest_path, manifest_bytes, experiment_id = read_manifest(request.manifest)
     files = ExperimentFiles(request.workspace.path, experiment_id)
     env = locate(request.python)
     if files.engine_dir.exists() or files.dir.exists():
         if files.engine_dir.exists():
-            resume = resume_command(files, str(manifest_path), str(env.prefix))
-            remedy = f"continue it with `{resume}`, or give the new experiment another id"
+            resume = resume_fix(files, str(manifest_path), str(env.prefix))
+            remedy: Remedy = ["continue it with ", resume, ", or give the experiment another id"]
         else:  # launched before, but the engine refused to start it (see attempt-1.log)
             remedy = (
                 f"the engine never created it (see {files.log(1)}); to reuse the id, remove "
                 f"{files.dir} after reading that log, or give the experiment another id"
             )
         refusal = SetupError(
-            "launch", f"experiment {experiment_id} already exists in {files.workspace}", remedy
+            step, f"experiment {experiment_id} already exists in {files.workspace}", remedy
         )
         if files.dir.is_dir():  # an experiment of ours: its ledger records the refusal
-            log_attempt(files, action="launch", outcome="refused", reason=refusal.message)
+            log_attempt(files, action=step, outcome="refused", reason=refusal.message)
         raise refusal
-    require_record(env, "launch")  # before the lock, which would create files in the env
+    require_record(env, step)  # before the lock, which would create files in the env
     store = RecordStore(env.state_dir)
     # Shared: launches and resumes of different experiments proceed together; an install or
     # repair (exclusive) is refused while any of them holds it, and refuses them while it runs.
-    with shared_lock(store.lock_path, step="launch", holder=f"environment {env.prefix}"):
-        record, probe = _verified_record(env, "launch")
+    with shared_lock(store.lock_path, step=step, holder=f"environment {env.prefix}"):
+        record, probe = _verified_record(env, step)
         cli = engine_script(probe, record)
         engine_plan(env, record.build.distribution, cli, manifest_path, files.workspace)
         try:
             new_directory(files.dir)
         except FileExistsError:
             raise SetupError(
-                "launch",
+                step,
                 f"experiment {experiment_id} was launched concurrently by another process",
                 "check it with `automl-setup status`, or give this experiment another id",
             ) from None
         with _unbound_removed_on_failure(files), controller_lock(files) as lock_fd:
-            args = ["run", "--manifest", str(manifest_path), "--workspace", str(files.workspace)]
-            argv = engine_command(
-                env.interpreter, record.build.distribution, cli, [*args, "--approve"]
-            )
+            argv = run_argv(env, record.build.distribution, cli, manifest_path, files.workspace)
             env_now = environment_info(probe, list(record.environment.dependencies))
             # The binding's identity is the build plus the environment as it is now (it may
             # have drifted since install; the digest must match the fields it is bound to).
@@ -117,4 +147,4 @@ def launch_experiment(request: LaunchRequest) -> StartedEngine:
                 tool_version=__version__,
             )
             exclusive_create(files.binding, binding.model_dump_json(indent=2).encode() + b"\n")
-            return start_engine(files, "launch", argv, env, binding, lock_fd, request.detach)
+            return then(files, env, binding, lock_fd)

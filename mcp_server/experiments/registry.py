@@ -113,6 +113,6 @@ def unfinished_experiments(state_dir: Path) -> list[BoundExperiment]:
 
 
 def bound_experiments(state_dir: Path) -> list[str]:
-    """The install guard's question (rule 5): "id (workspace)" of every unfinished experiment
-    bound to the environment whose state dir this is."""
+    """The install guard's question (transition rule 2): "id (workspace)" of every unfinished
+    experiment bound to the environment whose state dir this is."""
     return [f"{e.experiment_id} ({e.workspace})" for e in unfinished_experiments(state_dir)]

@@ -8,26 +8,29 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from mcp_server.environment.target import TargetEnv
+from mcp_server.environment.transaction import Progress
 from mcp_server.experiments.attempts import log_attempt, next_attempt
-from mcp_server.experiments.binding import Binding
+from mcp_server.experiments.binding import Binding, bound_commit
 from mcp_server.experiments.engine import spawn, wait_forwarding_signals
 from mcp_server.experiments.files import ExperimentFiles
+from mcp_server.experiments.process import process_start
 from mcp_server.experiments.registry import register_experiment
+from mcp_server.experiments.watch import TrialWatch
 
 
 class StartedEngine(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    experiment_id: str
-    action: Literal["launch", "resume"]
-    pid: int
-    detached: bool
+    experiment_id: str = Field(description="The experiment's exact id.")
+    action: Literal["launch", "resume"] = Field(description="What started the engine.")
+    pid: int = Field(description="The engine process (its own session and process group).")
+    detached: bool = Field(description="True when the call returned while the engine runs.")
     exit_code: int | None = Field(description="Engine exit code (null while it runs detached).")
-    log_path: str
-    binding_path: str
-    attempts_path: str
-    engine_commit: str
-    identity_digest: str
+    log_path: str = Field(description="The engine's stdout and stderr of this attempt.")
+    binding_path: str = Field(description="The experiment's binding to its engine build.")
+    attempts_path: str = Field(description="The experiment's attempts ledger.")
+    engine_commit: str | None = Field(description="Commit of the engine build it runs on.")
+    identity_digest: str = Field(description="Identity digest of that build.")
 
 
 def start_engine(
@@ -38,6 +41,7 @@ def start_engine(
     binding: Binding,
     lock_fd: int,
     detach: bool,
+    progress: Progress | None = None,
 ) -> StartedEngine:
     """Register with the environment (for the install guard), start the engine with the
     controller lock, log the attempt; in the foreground, wait and log the exit too."""
@@ -51,13 +55,17 @@ def start_engine(
             action=action,
             outcome="accepted",
             pid=proc.pid,
+            process_start=process_start(proc.pid),
             environment=str(env.prefix),
             identity_digest=binding.engine.identity_digest,
             log=str(log_path),
         )
     exit_code = None
     if not detach:
-        exit_code = wait_forwarding_signals(proc)
+        watch = (
+            TrialWatch(binding, files.workspace, str(env.prefix), progress) if progress else None
+        )
+        exit_code = wait_forwarding_signals(proc, watch.tick if watch else None)
         log_attempt(files, action="exit", outcome="exited", pid=proc.pid, exit_code=exit_code)
     return StartedEngine(
         experiment_id=files.experiment_id,
@@ -68,6 +76,6 @@ def start_engine(
         log_path=str(log_path),
         binding_path=str(files.binding),
         attempts_path=str(files.attempts),
-        engine_commit=binding.engine.source.commit,
+        engine_commit=bound_commit(binding),
         identity_digest=binding.engine.identity_digest,
     )

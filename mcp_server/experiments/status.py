@@ -3,13 +3,18 @@ listing of a workspace's experiments."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from mcp_server.errors import ExitCode, InvalidInput, SetupError
 from mcp_server.experiments.attempts import AttemptEntry, read_attempts
-from mcp_server.experiments.binding import read_binding, relocation, resume_command
+from mcp_server.experiments.binding import (
+    bound_commit,
+    read_binding,
+    relocation,
+    resume_command,
+)
 from mcp_server.experiments.engine import engine_status
 from mcp_server.experiments.files import (
     SIDECAR,
@@ -17,25 +22,42 @@ from mcp_server.experiments.files import (
     lock_is_held,
     require_experiment,
 )
+from mcp_server.experiments.trials import Trial, read_trials
 from mcp_server.requests import ListQuery, StatusQuery
+
+ExperimentState = Literal["running", "interrupted", "completed", "cancelled", "failed", "unknown"]
+STATES: tuple[str, ...] = get_args(ExperimentState)
 
 
 class ExperimentStatus(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    experiment_id: str
-    workspace: str
-    state: str
-    controller_running: bool
-    trials_done: int | None
-    best: dict[str, Any] | None
-    bound_commit: str
-    bound_ref: str | None
-    bound_environment: str
-    identity_digest: str
-    last_attempt: AttemptEntry | None
-    attempts_torn_line: int | None = None
-    notes: list[str] = Field(default_factory=list)
+    experiment_id: str = Field(description="The experiment's exact id.")
+    workspace: str = Field(description="The workspace it was read in (the one asked about).")
+    state: ExperimentState = Field(
+        description="The engine's state; running only while an engine holds the controller lock."
+    )
+    controller_running: bool = Field(description="An engine process holds the controller lock.")
+    trials_done: int | None = Field(description="Finished trials, from the engine's status.")
+    planned_trials: int | None = Field(description="Trials the search plans in all.")
+    best: dict[str, Any] | None = Field(description="The engine's best trial so far.")
+    trials: list[Trial] = Field(
+        default_factory=list, description="Every trial the engine's ledger names, by index."
+    )
+    resume_command: str | None = Field(
+        None, description="The exact command that continues an interrupted experiment."
+    )
+    bound_commit: str | None = Field(
+        description="Commit of the engine build it is bound to (null: a reviewed wheel)."
+    )
+    bound_ref: str | None = Field(description="The ref that commit was installed from.")
+    bound_environment: str = Field(description="The environment it was launched in.")
+    identity_digest: str = Field(description="Identity digest of the bound engine build.")
+    last_attempt: AttemptEntry | None = Field(description="The newest attempts ledger entry.")
+    attempts_torn_line: int | None = Field(
+        None, description="Line number of a torn attempts ledger line."
+    )
+    notes: list[str] = Field(default_factory=list, description="Anything else worth knowing.")
 
 
 def experiment_status(query: StatusQuery) -> ExperimentStatus:
@@ -58,26 +80,42 @@ def experiment_status(query: StatusQuery) -> ExperimentStatus:
     if torn_line:
         notes.append(f"attempts ledger line {torn_line} is torn (interrupted write)")
     state = str(data["state"]) if data else ("running" if running else "unknown")
+    if state not in STATES:
+        notes.append(f"the engine reports state {state!r}, which automl-setup does not know")
+        state = "unknown"
+    resume = resume_command(
+        files, binding.manifest_path, environment or binding.engine.environment_path
+    )
     if state == "running" and not running:
         # The engine holds the controller lock for its whole life, so a free lock proves it
         # is gone, whatever its own files (a killed controller's pid, since reused) say.
         state = "interrupted"
-        resume = resume_command(
-            files, binding.manifest_path, environment or binding.engine.environment_path
-        )
         notes.append(
             "the engine reports running, but no engine process holds the controller lock (it "
             f"was killed); continue it with `{resume}`"
         )
+    trials: list[Trial] = []
+    try:
+        # Only once the engine has answered for its ledger: one it cannot read in time (a
+        # FIFO, a hung mount) is not read here either, where nothing would bound the wait.
+        found = read_trials(files) if data else None
+        trials = found.trials if found else []
+        if found and found.torn_line and not running:
+            notes.append(f"engine ledger line {found.torn_line} is torn (an interrupted write)")
+    except SetupError as exc:  # the rest of the status still stands
+        notes.append(exc.message)
     return ExperimentStatus(
         experiment_id=experiment_id,
         workspace=str(files.workspace),
         state=state,
         controller_running=running,
         trials_done=data.get("trials_done") if data else None,
+        planned_trials=data.get("planned_trials") if data else None,
         best=data.get("best") if data else None,
-        bound_commit=binding.engine.source.commit,
-        bound_ref=binding.engine.source.requested_ref,
+        trials=trials,
+        resume_command=resume if state == "interrupted" else None,
+        bound_commit=bound_commit(binding),
+        bound_ref=binding.engine.source.requested_ref if binding.engine.source else None,
         bound_environment=binding.engine.environment_path,
         identity_digest=binding.engine.identity_digest,
         last_attempt=entries[-1] if entries else None,
@@ -89,8 +127,8 @@ def experiment_status(query: StatusQuery) -> ExperimentStatus:
 class ExperimentListing(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    workspace: str
-    experiments: list[ExperimentStatus]
+    workspace: str = Field(description="The workspace listed.")
+    experiments: list[ExperimentStatus] = Field(description="The status of each experiment.")
     unreadable: list[str] = Field(
         default_factory=list, description="Experiments whose files could not be read, and why."
     )

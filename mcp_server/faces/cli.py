@@ -14,17 +14,36 @@ from pydantic import BaseModel
 
 from mcp_server import __version__
 from mcp_server.errors import ExitCode, SetupError
-from mcp_server.faces import cli_engine, cli_experiments
-from mcp_server.faces.cli_base import Outcome
+from mcp_server.faces import (
+    cli_completion,
+    cli_config,
+    cli_engine,
+    cli_experiments,
+    cli_report,
+    cli_slurm,
+    cli_store,
+)
+from mcp_server.faces.cli_base import INTERRUPTED, PIPE_CLOSED, Outcome, add_command
 from mcp_server.redact import redact_text
 
 # Every module that adds operation subcommands (`add_commands`), in --help order. Operations run
-# the same way (cli_base.run_operation); the demo is the one command of its own.
-COMMAND_MODULES = (cli_engine, cli_experiments)
+# the same way (cli_base.run_operation); the demo and `config show` (cli_config) have their own.
+COMMAND_MODULES = (
+    cli_engine,
+    cli_experiments,
+    cli_report,
+    cli_config,
+    cli_store,
+    cli_slurm,
+    cli_completion,
+)
 
 
 def cmd_demo(args: argparse.Namespace) -> Outcome:
-    from mcp_server.faces.demo import run_demo
+    if args.sft:
+        from mcp_server.faces.demo_sft import run_sft_demo as run_demo
+    else:
+        from mcp_server.faces.demo import run_demo
 
     code = run_demo(args.workdir, lambda line: print(line, flush=True))
     return Outcome({"exit_code": code}, "", code)
@@ -57,15 +76,37 @@ def build_parser() -> argparse.ArgumentParser:
     for area in COMMAND_MODULES:
         area.add_commands(sub)
 
-    p = sub.add_parser("demo", help="the whole story on the embedded reference engine")
+    p = add_command(
+        sub, "demo", "the whole story on the embedded reference engine",
+        description="Build a local git repository of the embedded reference engine, install "
+        "main into a fresh environment, launch an experiment, interrupt and resume it, show the "
+        "provenance, refuse the resume on a dev/next install field by field, and write the "
+        "report; with --sft, the SFT AutoML run on CPU.",
+        example="automl-setup demo --workdir /tmp/automl-demo",
+    )  # fmt: skip
     p.add_argument("--workdir", type=Path, help="where to put everything (default: a temp dir)")
+    p.add_argument(
+        "--sft", action="store_true", help="the SFT run on CPU: LoRA candidates, export, scores"
+    )
     p.set_defaults(handler=cmd_demo, json=False)
 
     # Listed for --help only: main() hands `skills ...` to the skills command before parsing.
-    sub.add_parser("skills", help="skills sync|check|manifest|links (see `skills --help`)")
+    add_command(
+        sub, "skills", "skills sync|check|manifest|links (see `skills --help`)",
+        description="Validate this repository's agent skills, sync them to the discovery "
+        "paths (.claude/skills, .agents/skills), print their manifest or check their links: "
+        "`automl-setup skills --help` lists the commands.",
+        example="automl-setup skills sync\nautoml-setup skills check",
+    )  # fmt: skip
 
-    p = sub.add_parser("mcp", help="run the MCP server over stdio (same as automl-setup-mcp)")
+    p = add_command(
+        sub, "mcp", "run the MCP server over stdio (same as automl-setup-mcp)",
+        description="Run the MCP server on stdin and stdout, for a coding agent (Claude Code, "
+        "Codex) to start; every tool calls the same operation as its command here.",
+        example="automl-setup mcp",
+    )  # fmt: skip
     p.set_defaults(handler=None)
+    parser.set_defaults(root_parser=parser)  # `completion` generates from the whole parser
     return parser
 
 
@@ -76,7 +117,16 @@ def _dump(payload: BaseModel | dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    try:
+        return _main(sys.argv[1:] if argv is None else argv)
+    except BrokenPipeError:  # output piped into `head` and the like, --help included
+        # Quiet, and the status of a process SIGPIPE ended; stdout is made harmless so the
+        # interpreter's final flush does not complain either.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return PIPE_CLOSED
+
+
+def _main(argv: list[str]) -> int:
     if argv[:1] == ["skills"]:
         from mcp_server.skills.cli import cli_main
 
@@ -88,12 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         from mcp_server.faces.server import main as serve
 
         return serve()
-    as_json = getattr(args, "json", False)
-    try:
-        return _run(args, as_json)
-    except BrokenPipeError:  # output piped into `head` and the like: not an error of ours
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return int(ExitCode.OK)
+    return _run(args, getattr(args, "json", False))
 
 
 def _error_payload(exc: SetupError) -> dict[str, Any]:
@@ -118,7 +163,9 @@ def _run(args: argparse.Namespace, as_json: bool) -> int:
         return int(exc.exit_code)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return 130
+        return INTERRUPTED
+    except BrokenPipeError:  # not a bug: main() ends quietly
+        raise
     except Exception as exc:  # a bug: say so in one line, keep the traceback for a report
         if os.environ.get("AUTOML_SETUP_DEBUG"):
             raise

@@ -4,16 +4,19 @@ request is built from the flags of the same name and run, and the common flags."
 from __future__ import annotations
 
 import argparse
+import inspect
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
+from mcp_server.errors import ExitCode, InvalidInput
 from mcp_server.faces import messages
+from mcp_server.faces.cli_progress import CliProgress
 from mcp_server.requests import DEFAULT_BRANCH
-from mcp_server.source.profile import EngineProfile, load_profile
+from mcp_server.source.config import effective_profile, project_path
+from mcp_server.source.profile import EngineProfile
 
 Subparsers = Any  # argparse's _SubParsersAction, private in typeshed
 
@@ -26,7 +29,10 @@ class Outcome:
 
 
 def profile_from_flags(args: argparse.Namespace) -> EngineProfile:
-    return load_profile(
+    """The profile of the flags, over AUTOML_SETUP_PROFILE or the working directory's project
+    file (source/config.py)."""
+    return effective_profile(
+        Path.cwd(),
         args.profile,
         repository=args.repository,
         subdirectory=args.subdirectory,
@@ -35,53 +41,132 @@ def profile_from_flags(args: argparse.Namespace) -> EngineProfile:
     )
 
 
-def _progress_printer(enabled: bool) -> Callable[[str, str], None]:
-    from mcp_server.environment.install import STEPS
-
-    def emit(step: str, message: str) -> None:
-        if not enabled:
-            return
-        where = f"{STEPS.index(step) + 1}/{len(STEPS)} " if step in STEPS else ""
-        print(f"[{where}{step}] {message}", file=sys.stderr, flush=True)
-
-    return emit
-
-
 def request_fields(args: argparse.Namespace, model: type[BaseModel]) -> dict[str, Any]:
-    """The request's fields from the flags of the same name (the profile from its group)."""
+    """The request's fields from the flags of the same name (the profile from its group; the
+    python and workspace the project file names when the flag is not given)."""
     fields = {
         name: profile_from_flags(args) if name == "profile" else getattr(args, name)
         for name in model.model_fields
     }
-    if args.operation == "install" and fields["branch"] is None and fields["commit"] is None:
+    if "python" in fields:
+        fields["python"] = project_path(Path.cwd(), fields["python"], "python")
+    if "workspace" in fields and (
+        model.model_fields["workspace"].is_required() or fields.get("experiment_id")
+    ):
+        fields["workspace"] = project_path(Path.cwd(), fields["workspace"], "workspace")
+        if fields["workspace"] is None:
+            raise InvalidInput(
+                "validate",
+                "no --workspace given, and no project file names one",
+                "pass --workspace DIR, or set workspace in the project file "
+                "(`automl-setup config show` shows what is found)",
+            )
+    no_source = (fields.get(key) is None for key in ("branch", "commit", "wheel"))
+    if args.operation == "install" and all(no_source):
         fields["branch"] = DEFAULT_BRANCH  # a person at the command line; agents are asked
+        if not args.json:
+            print(f"no --branch given: installing {DEFAULT_BRANCH}, the default", file=sys.stderr)
     return fields
 
 
 def run_operation(args: argparse.Namespace) -> Outcome:
-    from mcp_server.operations import OPERATIONS, install
+    from mcp_server.operations import OPERATIONS
 
     (operation,) = (op for op in OPERATIONS if op.command == args.operation)
     request = operation.request(**request_fields(args, operation.request))
-    if operation.run is install:
-        result = install(request, _progress_printer(not args.json))  # type: ignore[arg-type]
+    if "progress" in inspect.signature(operation.run).parameters:  # install, launch, resume
+        progress = CliProgress(enabled=not args.json and not getattr(args, "detach", False))
+        try:
+            result = operation.run(request, progress)
+        finally:
+            progress.close()
     else:
         result = operation.run(request)
-    return Outcome(result, messages.render(args.operation, result), messages.exit_code(result))
+    text = messages.render(args.operation, result)
+    return Outcome(result, text, messages.exit_code(args.operation, result))
+
+
+# What every command's --help lists under "exit codes" (a command adds its own).
+ExitCodes = tuple[tuple[int | str, str], ...]
+EXIT_CODES: ExitCodes = (
+    (ExitCode.OK, "ok"),
+    (ExitCode.REFUSED, "refused, or a step failed (the message names the step and the remedy)"),
+    (ExitCode.INVALID_INPUT, "invalid input"),
+)
+NOTHING_INSTALLED: ExitCodes = ((ExitCode.NOTHING_INSTALLED, "no engine in the environment"),)
+# 128 + the signal, as a shell reports a process the signal ended.
+INTERRUPTED, PIPE_CLOSED = 130, 141
+ALWAYS: ExitCodes = (
+    (INTERRUPTED, "interrupted (Ctrl-C)"),
+    (PIPE_CLOSED, "the output pipe was closed (`| head`): quietly"),
+)
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """The description wrapped as paragraphs; indented lines (the epilog's example and exit
+    codes) kept as written."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        out: list[str] = []
+        for block in text.split("\n\n"):
+            if block.startswith(" ") or "\n " in block:
+                out.append("\n".join(indent + line for line in block.splitlines()))
+            else:
+                out.append(super()._fill_text(block, width, indent))
+        return "\n\n".join(out)
+
+
+def help_epilog(example: str, codes: ExitCodes) -> str:
+    lines = ["example:", *(f"  {line}" for line in example.splitlines()), "", "exit codes:"]
+    lines += [f"  {code!s:<3}  {meaning}" for code, meaning in (*EXIT_CODES, *codes, *ALWAYS)]
+    return "\n".join(lines)
+
+
+def add_command(
+    sub: Subparsers,
+    name: str,
+    text: str,
+    *,
+    description: str | None = None,
+    example: str | None = None,
+    codes: ExitCodes = (),
+    aliases: tuple[str, ...] = (),
+) -> argparse.ArgumentParser:
+    """A subcommand whose --help has a paragraph (`description`), an example and the exit
+    codes (tests/test_cli_help.py requires them of every subcommand)."""
+    p: argparse.ArgumentParser = sub.add_parser(
+        name,
+        help=text,
+        aliases=list(aliases),
+        description=description or text,
+        epilog=help_epilog(example, codes) if example else None,
+        formatter_class=HelpFormatter,
+    )
+    return p
 
 
 def add_operation(
-    sub: Subparsers, name: str, text: str, *, aliases: tuple[str, ...] = ()
+    sub: Subparsers,
+    name: str,
+    text: str,
+    *,
+    description: str | None = None,
+    example: str | None = None,
+    codes: ExitCodes = (),
+    aliases: tuple[str, ...] = (),
 ) -> argparse.ArgumentParser:
     """The subcommand of operation `name` (`operations.OPERATIONS`), run by `run_operation`."""
-    p: argparse.ArgumentParser = sub.add_parser(name, help=text, aliases=list(aliases))
+    p = add_command(
+        sub, name, text, description=description, example=example, codes=codes, aliases=aliases
+    )
     p.set_defaults(handler=run_operation, operation=name)
     return p
 
 
 def add_profile_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group(
-        "engine profile (flags win over --profile, which wins over the default)"
+        "engine profile (flags > --profile FILE > $AUTOML_SETUP_PROFILE > the project file "
+        "[tool.automl-setup] or automl-setup.toml > the built-in default)"
     )
     group.add_argument("--profile", type=Path, help="TOML profile file")
     group.add_argument("--repository", help="git URL: https://, ssh://, git@host:path, file://")
@@ -94,4 +179,5 @@ def add_json(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
-PYTHON_HELP = "interpreter or venv directory (default: $VIRTUAL_ENV)"
+PYTHON_HELP = "interpreter or venv directory (default: the project file's, else $VIRTUAL_ENV)"
+WORKSPACE_HELP = "directory of experiments (default: the project file's workspace)"

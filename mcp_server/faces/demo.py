@@ -3,7 +3,8 @@
 A local source repository with `main` and a development branch; install from `main` into a
 fresh environment; launch an experiment; interrupt it with SIGTERM; resume it to the end; show
 the verified provenance and the best trial; install the development branch into a second
-environment and show that resuming the experiment there is refused, field by field.
+environment and show that resuming the experiment there is refused, field by field; end by
+writing the experiment's report and printing its path.
 """
 
 from __future__ import annotations
@@ -20,10 +21,12 @@ import yaml
 from mcp_server import operations
 from mcp_server.errors import SetupError
 from mcp_server.experiments.started import StartedEngine
+from mcp_server.report.build import make_report
 from mcp_server.requests import (
     InstallRequest,
     LaunchRequest,
     ProvenanceQuery,
+    ReportQuery,
     ResumeRequest,
     StatusQuery,
 )
@@ -77,21 +80,45 @@ def _manifest(workdir: Path) -> Path:
     return path
 
 
+class DemoRun:
+    """A demo's folder, its numbered and timed step headers, and its last line (both demos)."""
+
+    def __init__(self, root: Path, say: Callable[[str], None]) -> None:
+        self.root, self.say = root, say
+        self.started = time.monotonic()
+        self.step = 0
+
+    @classmethod
+    def open(cls, workdir: Path | None, prefix: str, say: Callable[[str], None]) -> DemoRun | None:
+        """In a new or empty folder (a temp dir by default); None, said why, otherwise."""
+        root = Path(tempfile.mkdtemp(prefix=prefix)) if workdir is None else workdir
+        if root.is_dir() and any(root.iterdir()):
+            say(f"DEMO REFUSED: {root} is not empty; pass a new or empty --workdir")
+            return None
+        root.mkdir(parents=True, exist_ok=True)
+        return cls(root, say)
+
+    def header(self, text: str) -> None:
+        self.step += 1
+        self.say(f"\n== {self.step}. {text}  [{time.monotonic() - self.started:.1f}s]")
+
+    def failed(self, exc: SetupError | DemoFailure) -> int:
+        text = exc.full_text() if isinstance(exc, SetupError) else str(exc)
+        self.say(f"\nDEMO FAILED at step {self.step}: {text}\n   files kept in {self.root}")
+        return 1
+
+    def ok(self) -> int:
+        elapsed = time.monotonic() - self.started
+        self.say(f"\nDEMO OK in {elapsed:.1f}s; everything is in {self.root}")
+        return 0
+
+
 def run_demo(workdir: Path | None, say: Callable[[str], None]) -> int:
     """Every step, printed; 0 only when each behaved as expected."""
-    root = Path(tempfile.mkdtemp(prefix="automl-setup-demo-")) if workdir is None else workdir
-    if root.is_dir() and any(root.iterdir()):
-        say(f"DEMO REFUSED: {root} is not empty; pass a new or empty --workdir")
+    run = DemoRun.open(workdir, "automl-setup-demo-", say)
+    if run is None:
         return 1
-    root.mkdir(parents=True, exist_ok=True)
-    started = time.monotonic()
-    step = 0
-
-    def header(text: str) -> None:
-        nonlocal step
-        step += 1
-        say(f"\n== {step}. {text}  [{time.monotonic() - started:.1f}s]")
-
+    root, header = run.root, run.header
     try:
         header(f"local source repository with main and {DEV_BRANCH} ({root / 'repo'})")
         repo = create_reference_repository(root / "repo", dev_branch=DEV_BRANCH)
@@ -177,9 +204,10 @@ def run_demo(workdir: Path | None, say: Callable[[str], None]) -> int:
             say("   " + refusal.full_text().replace("\n", "\n   "))
         else:
             raise DemoFailure("resuming on the development branch's engine was not refused")
+
+        header("the experiment's report: provenance card, attempts, optimisation history")
+        receipt = make_report(ReportQuery(experiment_id=EXPERIMENT_ID, workspace=str(workspace)))
+        say(f"   report: {receipt.html_path}\n   sha256: {receipt.html_sha256}")
     except (SetupError, DemoFailure) as exc:
-        text = exc.full_text() if isinstance(exc, SetupError) else str(exc)
-        say(f"\nDEMO FAILED at step {step}: {text}\n   files kept in {root}")
-        return 1
-    say(f"\nDEMO OK in {time.monotonic() - started:.1f}s; everything is in {root}")
-    return 0
+        return run.failed(exc)
+    return run.ok()

@@ -9,10 +9,13 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, Elicit, ElicitationResult
+from mcp.types import ListRootsResult
 from pydantic import BaseModel, ConfigDict, Field
 
+from mcp_server.faces.mcp_roots import check_roots, root_path
 from mcp_server.faces.mcp_runtime import refusal
-from mcp_server.source.profile import EngineProfile, load_profile
+from mcp_server.source.config import effective_profile
+from mcp_server.source.profile import EngineProfile
 from mcp_server.values import (
     MAX_BRANCH_LENGTH,
     MAX_ID_LENGTH,
@@ -34,6 +37,11 @@ def _path(description: str, default: Any = ...) -> Any:
 Python = Annotated[str, _path("Target Python interpreter or virtual-environment directory")]
 Workspace = Annotated[str, _path("Directory that holds the experiments")]
 Manifest = Annotated[str, _path("Experiment manifest, YAML or JSON")]
+ReportOut = Annotated[str, _path("A new .html file for the report")]
+Wheel = Annotated[str, _path("A reviewed wheel file (.whl) to install exactly")]
+Sha256 = Annotated[
+    str, Field(min_length=64, max_length=64, description="The reviewed wheel's sha256 (hex).")
+]
 Branch = Annotated[
     str,
     Field(
@@ -56,8 +64,8 @@ Extra = Annotated[str, Field(min_length=1, max_length=64)]
 
 
 class ProfileArgs(BaseModel):
-    """Which engine: these fields win over `file`, which wins over the default (the same
-    precedence as the command line's flags over --profile FILE)."""
+    """Which engine: these fields win over `file`, which wins over AUTOML_SETUP_PROFILE, the
+    project file, then the default (the command line's precedence: flags over --profile FILE)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -85,21 +93,37 @@ class ProfileArgs(BaseModel):
 ProfileOption = Annotated[
     ProfileArgs | None,
     Field(
-        description="Engine profile; omit for the default (NVIDIA-TAO/tao-automl, "
-        "packages/automl-core, nvidia-automl-core ==0.1.0)."
+        description="Engine profile; these fields win over `file`, which wins over "
+        "$AUTOML_SETUP_PROFILE, then the project file (automl-setup.toml or [tool.automl-setup] "
+        "in pyproject.toml, found from the client's first root upward), then the default "
+        "(NVIDIA-TAO/tao-automl, packages/automl-core, nvidia-automl-core ==0.1.0). Omit it "
+        "to use the project's engine; the reply's profile_source says which was used."
     ),
 ]
 
 
-def engine_profile(args: ProfileArgs | None) -> EngineProfile:
+def engine_profile(args: ProfileArgs | None, roots: ListRootsResult | None) -> EngineProfile:
+    """The profile of the arguments, over AUTOML_SETUP_PROFILE or the project file found from
+    the client's first local root (the user's project), else from the server's working
+    directory: the same discovery as the command line's (source/config.py)."""
     args = args or ProfileArgs()
-    return load_profile(
+    profile = effective_profile(
+        project_start(roots),
         Path(args.file) if args.file else None,
         repository=args.repository,
         subdirectory=args.subdirectory,
         distribution=args.distribution,
         requirement=args.requirement,
     )
+    # Wherever the profile came from (argument, profile file, project file, environment),
+    # a local repository is a path the client's roots must allow.
+    check_roots(roots, repository=str(profile.repository))
+    return profile
+
+
+def project_start(roots: ListRootsResult | None) -> Path:
+    local = [p for p in (root_path(str(r.uri)) for r in (roots.roots if roots else [])) if p]
+    return local[0] if local else Path.cwd()
 
 
 # --------------------------------------------------------------------------------------------
@@ -128,11 +152,12 @@ def _can_ask_user(ctx: Context) -> bool:
 
 
 def ask_branch(
-    branch: str | None, commit: str | None, ctx: Context
+    branch: str | None, commit: str | None, ctx: Context, wheel: str | None = None
 ) -> str | Elicit[BranchChoice] | None:
-    """Resolver: the branch as given; with neither branch nor commit, ask the user. Without
-    this capability check the SDK would answer with a protocol error the agent cannot act on."""
-    if branch is not None or commit is not None:
+    """Resolver: the branch as given; with neither branch nor commit (nor a reviewed wheel),
+    ask the user. Without this capability check the SDK would answer with a protocol error the
+    agent cannot act on."""
+    if branch is not None or commit is not None or wheel is not None:
         return branch
     if not _can_ask_user(ctx):
         raise refusal(

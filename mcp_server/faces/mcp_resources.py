@@ -14,31 +14,33 @@ Every refusal is the core's own text (cause and remedy), sent as an invalid-para
 from __future__ import annotations
 
 import contextlib
-import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from mcp.server.mcpserver import MCPServer
+import anyio.to_thread
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 from mcp.server.mcpserver.resources.templates import ResourceSecurity
 from mcp.shared.uri_template import UriTemplate
+from mcp.types import InputRequiredResult
 from pydantic import BaseModel, ConfigDict, Field
 
 from mcp_server import operations
 from mcp_server.environment.records import RecordStore
 from mcp_server.environment.target import locate
-from mcp_server.errors import InvalidInput, SetupError, shown
+from mcp_server.errors import Fix, InvalidInput, SetupError, shown
 from mcp_server.experiments.attempts import AttemptEntry, read_attempts
 from mcp_server.experiments.binding import read_binding
 from mcp_server.experiments.files import ExperimentFiles, require_experiment
+from mcp_server.experiments.logs import attempt_log
 from mcp_server.experiments.started import StartedEngine
-from mcp_server.redact import redact_text
+from mcp_server.faces.mcp_roots import check_roots, resource_roots
+from mcp_server.faces.remedies import tool_error_text
 from mcp_server.requests import HistoryQuery, StatusQuery
 from mcp_server.values import ExperimentId, TargetPath, WorkspacePath
 
 ENVIRONMENT = "automl-setup://environment/{python}"
 EXPERIMENT = "automl-setup://experiment/{workspace}/{experiment_id}"
-LOG_TAIL_BYTES = 64 * 1024
 JSON = "application/json"
 
 # The SDK's default policy refuses absolute paths, which every path here is; the value types
@@ -98,7 +100,7 @@ def _refusals() -> Iterator[None]:
     try:
         yield
     except SetupError as exc:
-        raise ResourceNotFoundError(exc.full_text()) from None
+        raise ResourceNotFoundError(tool_error_text(exc)) from None
 
 
 def _experiment(workspace: str, experiment_id: str) -> ExperimentFiles:
@@ -117,6 +119,65 @@ def _attempt_number(attempt: str) -> int:
     return int(attempt)
 
 
+async def _confined(
+    ctx: Context, work: Callable[[], str], **paths: str
+) -> str | InputRequiredResult:
+    """`work()` in a worker thread once every path parameter lies inside the client's roots
+    (the tools' rule, `mcp_roots.check_roots`); a refusal is the core's text."""
+    roots = await resource_roots(ctx)
+    if isinstance(roots, InputRequiredResult):  # asked of the client; it retries the read
+        return roots
+
+    def checked() -> str:
+        with _refusals():
+            check_roots(roots, **paths)
+            return work()
+
+    return await anyio.to_thread.run_sync(checked)
+
+
+def _record(python: str) -> str:
+    env = locate(TargetPath(python))
+    record = RecordStore(env.state_dir).read_record()
+    if record is None:
+        raise SetupError(
+            "read record",
+            f"no install record in {env.prefix}",
+            [
+                "install the engine first: ",
+                Fix("install", (("branch", "BRANCH"), ("python", str(env.prefix)))),
+            ],
+        )
+    return record.model_dump_json(indent=2)
+
+
+def _history(python: str) -> str:
+    return operations.history(HistoryQuery(python=TargetPath(python))).model_dump_json(indent=2)
+
+
+def _attempts(workspace: str, experiment_id: str) -> str:
+    files = _experiment(workspace, experiment_id)
+    entries, torn = read_attempts(files)
+    ledger = AttemptsLedger(
+        experiment_id=files.experiment_id,
+        attempts_path=str(files.attempts),
+        entries=entries,
+        torn_line=torn,
+    )
+    return ledger.model_dump_json(indent=2)
+
+
+def _status(workspace: str, experiment_id: str) -> str:
+    query = StatusQuery(
+        experiment_id=ExperimentId(experiment_id), workspace=WorkspacePath(workspace)
+    )
+    return operations.status(query).model_dump_json(indent=2)
+
+
+def _log(workspace: str, experiment_id: str, attempt: str) -> str:
+    return attempt_log(_experiment(workspace, experiment_id), _attempt_number(attempt))[2]
+
+
 def register(server: MCPServer) -> None:
     """Declare the resource templates on `server` (the MCPServer of faces/server.py)."""
 
@@ -124,80 +185,49 @@ def register(server: MCPServer) -> None:
         return server.resource(template, mime_type=mime_type, security=OWN_CHECKS)
 
     @resource(f"{ENVIRONMENT}/record")
-    def environment_record(python: str) -> str:
+    async def environment_record(python: str, ctx: Context) -> str | InputRequiredResult:
         """The install record of the engine in the environment (interpreter or venv
         directory), exactly the JSON of its engine-record.json."""
-        with _refusals():
-            env = locate(TargetPath(python))
-            record = RecordStore(env.state_dir).read_record()
-            if record is None:
-                raise SetupError(
-                    "read record",
-                    f"no install record in {env.prefix}",
-                    f"install the engine first: `automl-setup install --python {env.prefix}`",
-                )
-            return record.model_dump_json(indent=2)
+        return await _confined(ctx, lambda: _record(python), python=python)
 
     @resource(f"{ENVIRONMENT}/history")
-    def environment_history(python: str) -> str:
+    async def environment_history(python: str, ctx: Context) -> str | InputRequiredResult:
         """Every install and rollback in the environment: `automl-setup history --json`."""
-        with _refusals():
-            query = HistoryQuery(python=TargetPath(python))
-            return operations.history(query).model_dump_json(indent=2)
+        return await _confined(ctx, lambda: _history(python), python=python)
 
     @resource(f"{EXPERIMENT}/binding")
-    def experiment_binding(workspace: str, experiment_id: str) -> str:
+    async def experiment_binding(
+        workspace: str, experiment_id: str, ctx: Context
+    ) -> str | InputRequiredResult:
         """The experiment's binding to its exact engine build, read strictly."""
-        with _refusals():
+
+        def work() -> str:
             return read_binding(_experiment(workspace, experiment_id)).model_dump_json(indent=2)
 
+        return await _confined(ctx, work, workspace=workspace)
+
     @resource(f"{EXPERIMENT}/attempts")
-    def experiment_attempts(workspace: str, experiment_id: str) -> str:
-        """Every launch, resume, refusal and exit of the experiment, oldest first."""
-        with _refusals():
-            files = _experiment(workspace, experiment_id)
-            entries, torn = read_attempts(files)
-            ledger = AttemptsLedger(
-                experiment_id=files.experiment_id,
-                attempts_path=str(files.attempts),
-                entries=entries,
-                torn_line=torn,
-            )
-            return ledger.model_dump_json(indent=2)
+    async def experiment_attempts(
+        workspace: str, experiment_id: str, ctx: Context
+    ) -> str | InputRequiredResult:
+        """Every launch, resume, stop, refusal and exit of the experiment, oldest first."""
+        return await _confined(
+            ctx, lambda: _attempts(workspace, experiment_id), workspace=workspace
+        )
 
     @resource(f"{EXPERIMENT}/status")
-    def experiment_status(workspace: str, experiment_id: str) -> str:
+    async def experiment_status(
+        workspace: str, experiment_id: str, ctx: Context
+    ) -> str | InputRequiredResult:
         """The experiment's status: `automl-setup status --json`."""
-        with _refusals():
-            query = StatusQuery(
-                experiment_id=ExperimentId(experiment_id), workspace=WorkspacePath(workspace)
-            )
-            return operations.status(query).model_dump_json(indent=2)
+        return await _confined(ctx, lambda: _status(workspace, experiment_id), workspace=workspace)
 
     @resource(f"{EXPERIMENT}/log/{{attempt}}", mime_type="text/plain")
-    def experiment_log(workspace: str, experiment_id: str, attempt: str) -> str:
+    async def experiment_log(
+        workspace: str, experiment_id: str, attempt: str, ctx: Context
+    ) -> str | InputRequiredResult:
         """The last 64 KiB of the engine output of one attempt (from its first whole line),
-        credentials masked."""
-        with _refusals():
-            files = _experiment(workspace, experiment_id)
-            path = files.log(_attempt_number(attempt))
-            try:
-                with path.open("rb") as log:
-                    size = log.seek(0, os.SEEK_END)
-                    log.seek(max(0, size - LOG_TAIL_BYTES))
-                    tail = log.read(LOG_TAIL_BYTES)
-            except FileNotFoundError:
-                raise InvalidInput(
-                    "read log",
-                    f"experiment {files.experiment_id} has no log of attempt {attempt}",
-                    "see its attempts resource for the attempts that have a log",
-                ) from None
-            except OSError as exc:
-                raise SetupError(
-                    "read log", f"cannot read {path}: {exc.strerror}", "check its permissions"
-                ) from None
-            if size > LOG_TAIL_BYTES and b"\n" in tail:
-                # The first line was cut: start at the next whole one, so that no credential
-                # is cut where the redaction below would no longer recognise it.
-                tail = tail.partition(b"\n")[2]
-            return redact_text(tail.decode("utf-8", errors="replace"))
+        credentials masked: what `automl-setup logs --attempt N` shows."""
+        return await _confined(
+            ctx, lambda: _log(workspace, experiment_id, attempt), workspace=workspace
+        )

@@ -15,7 +15,12 @@ from typing import Annotated
 from urllib.parse import unquote, urlparse
 
 from mcp.server.mcpserver import Context, ListRoots, Resolve
-from mcp.types import ListRootsResult
+from mcp.server.mcpserver.resolve import (
+    build_resolver_plans,
+    find_resolved_parameters,
+    resolve_arguments,
+)
+from mcp.types import InputRequiredResult, ListRootsResult
 
 from mcp_server.errors import InvalidInput
 
@@ -74,6 +79,25 @@ def client_roots(ctx: Context) -> ListRoots | None:
 Roots = Annotated[ListRootsResult | None, Resolve(client_roots)]
 
 
+async def _roots_parameter(roots: Roots) -> None:
+    """Only its signature is used: the resolved parameter a resource read resolves as a tool
+    call would (the SDK resolves `Resolve` parameters of tools only)."""
+
+
+_RESOURCE_ROOTS = find_resolved_parameters(_roots_parameter)
+_RESOURCE_PLANS = build_resolver_plans(_RESOURCE_ROOTS, set())
+
+
+async def resource_roots(ctx: Context) -> ListRootsResult | InputRequiredResult | None:
+    """The client's roots for a resource read: asked for as a tool call asks (a standalone
+    `roots/list` request, or an input-required round trip on protocols that have one)."""
+    got = await resolve_arguments(_RESOURCE_ROOTS, _RESOURCE_PLANS, {}, ctx)
+    if isinstance(got, InputRequiredResult):
+        return got
+    roots: ListRootsResult | None = got["roots"]
+    return roots
+
+
 def check_roots(
     roots: ListRootsResult | None,
     *,
@@ -81,6 +105,9 @@ def check_roots(
     workspace: str | None = None,
     manifest: str | None = None,
     profile_file: str | None = None,
+    out: str | None = None,
+    wheel: str | None = None,
+    repository: str | None = None,
 ) -> None:
     """Refuse (InvalidInput, step "check roots") when a path argument lies outside every root
     the client declared. No roots declared, or an empty list, confines nothing: the client
@@ -95,6 +122,10 @@ def check_roots(
         "workspace": (workspace, workspace),
         "manifest": (manifest, manifest),
         "profile.file": (profile_file, profile_file),
+        "out": (out, out),
+        "wheel": (wheel, wheel),
+        # A file:// repository is read (git fetches from it): it is a path like any other.
+        "repository": (repository, root_path(repository) if repository is not None else None),
     }
     outside = [
         _shown(name, given, judged)

@@ -5,6 +5,7 @@ finish or roll back. No tool lives here (see server.py)."""
 from __future__ import annotations
 
 import contextlib
+import inspect
 import logging
 import os
 import signal
@@ -22,6 +23,7 @@ from mcp.types import ToolAnnotations
 from pydantic import ConfigDict
 
 from mcp_server.errors import InvalidInput, SetupError
+from mcp_server.faces.remedies import tool_error_text
 from mcp_server.redact import redact_text
 
 log = logging.getLogger("automl_setup.mcp")
@@ -150,7 +152,7 @@ async def run(ctx: Context, work: Callable[[], T], tracker: MonotonicProgress | 
     finally:
         SERVING.in_flight -= 1
     if isinstance(failure, SetupError):
-        raise ToolError(failure.full_text()) from None
+        raise ToolError(tool_error_text(failure)) from None
     if failure is not None:
         raise failure  # unexpected: the SDK logs it to stderr and tells the client nothing
     return result
@@ -204,12 +206,30 @@ def forbid_unknown_arguments(server: MCPServer) -> None:
     as, a typo `create-env`) instead of ignoring it and doing the real thing. The SDK builds
     each tool's argument model from its signature with no hook for the model's config, so the
     registered model is replaced by a subclass with extra="forbid", and the published input
-    schema (now `additionalProperties: false`) regenerated from it."""
+    schema closed the same way (`additionalProperties: false`, all that extra="forbid" changes
+    in it). Start-up time: the subclass's validator is built on its first call, and the schema
+    is not regenerated (tests/test_startup.py checks it equals the regenerated one)."""
     for tool in server._tool_manager.list_tools():
         loose = tool.fn_metadata.arg_model
-        strict = type(loose.__name__, (loose,), {"model_config": ConfigDict(extra="forbid")})
+        config = ConfigDict(extra="forbid", defer_build=True)
+        strict = type(loose.__name__, (loose,), {"model_config": config})
         tool.fn_metadata.arg_model = strict
-        tool.parameters = strict.model_json_schema(by_alias=True)
+        tool.parameters = {**tool.parameters, "additionalProperties": False}
+
+
+def plain_description(docstring: str | None) -> str:
+    """A docstring as a tool's description: no indentation, each paragraph one line."""
+    paragraphs = inspect.cleandoc(docstring or "").split("\n\n")
+    return "\n\n".join(" ".join(p.split()) for p in paragraphs if p.strip())
+
+
+def tidy_descriptions(server: MCPServer) -> None:
+    """The SDK publishes a tool's docstring as written, indentation and line breaks of the
+    source included; clients show it to people and models as it comes."""
+    for tool in server._tool_manager.list_tools():
+        tool.description = plain_description(tool.description)
+    for template in server._resource_manager.list_templates():
+        template.description = plain_description(template.description)
 
 
 async def _stop(why: str) -> None:

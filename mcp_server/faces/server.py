@@ -15,7 +15,14 @@ import sys
 
 import anyio
 
-from mcp_server.faces import tools_engine, tools_experiments
+from mcp_server.faces import (
+    tools_engine,
+    tools_experiments,
+    tools_report,
+    tools_slurm,
+    tools_slurm_watch,
+    tools_store,
+)
 from mcp_server.faces.mcp_app import server
 from mcp_server.faces.mcp_resources import register
 from mcp_server.faces.mcp_runtime import (
@@ -23,12 +30,22 @@ from mcp_server.faces.mcp_runtime import (
     forbid_unknown_arguments,
     serve,
     serve_in_own_session,
+    tidy_descriptions,
 )
 
-TOOL_MODULES = (tools_engine, tools_experiments)  # every module that registers tools
+# Every module that registers tools.
+TOOL_MODULES = (
+    tools_engine,
+    tools_experiments,
+    tools_report,
+    tools_store,
+    tools_slurm_watch,
+    tools_slurm,
+)
 
 forbid_unknown_arguments(server)
 register(server)  # the resource templates (faces/mcp_resources.py)
+tidy_descriptions(server)
 
 
 # --------------------------------------------------------------------------------------------

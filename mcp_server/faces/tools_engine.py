@@ -20,6 +20,8 @@ from mcp_server.faces.mcp_inputs import (
     Extra,
     ProfileOption,
     Python,
+    Sha256,
+    Wheel,
     Workspace,
     ask_branch,
     chosen_branch,
@@ -28,6 +30,7 @@ from mcp_server.faces.mcp_inputs import (
 from mcp_server.faces.mcp_roots import Roots, check_roots
 from mcp_server.faces.mcp_runtime import MonotonicProgress, hints, run, worker_progress
 from mcp_server.requests import (
+    BranchesQuery,
     DiagnoseQuery,
     HistoryQuery,
     InstallRequest,
@@ -35,9 +38,14 @@ from mcp_server.requests import (
     RepairRequest,
     ResolveRequest,
 )
+from mcp_server.source.branches import BranchListing
 
 
 class BranchResolutionReply(operations.BranchResolution):
+    message: Message
+
+
+class BranchListingReply(BranchListing):
     message: Message
 
 
@@ -78,8 +86,44 @@ async def resolve_branch(
 
     def work() -> BranchResolutionReply:
         check_roots(roots, profile_file=profile and profile.file)
-        result = operations.resolve(ResolveRequest(profile=engine_profile(profile), branch=branch))
+        request = ResolveRequest(profile=engine_profile(profile, roots), branch=branch)
+        result = operations.resolve(request)
         return reply(BranchResolutionReply, "resolve", result)
+
+    return await run(ctx, work)
+
+
+@server.tool(
+    **hints(
+        "List the engine repository's branches",
+        read_only=True,
+        destructive=False,
+        idempotent=True,
+        open_world=True,
+    )
+)
+async def list_branches(
+    ctx: Context,
+    roots: Roots,
+    with_subdirectory: Annotated[
+        bool,
+        Field(
+            strict=True,
+            description="Only branches whose head holds the profile's subdirectory (trees are "
+            "read, no file content).",
+        ),
+    ] = False,
+    profile: ProfileOption = None,
+) -> BranchListingReply:
+    """List the branches (refs/heads/*) of the engine repository with their commits, to offer
+    the user real choices; the user picks one, never you. Installs nothing."""
+
+    def work() -> BranchListingReply:
+        check_roots(roots, profile_file=profile and profile.file)
+        query = BranchesQuery(
+            profile=engine_profile(profile, roots), with_subdirectory=with_subdirectory
+        )
+        return reply(BranchListingReply, "branches", operations.branches(query))
 
     return await run(ctx, work)
 
@@ -102,28 +146,42 @@ async def install_engine(
         Branch | None, Field(description="Branch to install; omit both this and commit to ask.")
     ] = None,
     commit: Annotated[Commit | None, Field(description="Full commit id to install.")] = None,
+    expect_commit: Annotated[
+        Commit | None,
+        Field(
+            description="With branch: the commit the user confirmed (from resolve_branch); "
+            "refused, changing nothing, when the branch no longer points at it."
+        ),
+    ] = None,
     create_env: Annotated[
         bool, Field(strict=True, description="Create the virtual environment if it is missing.")
     ] = False,
     extras: Annotated[tuple[Extra, ...], Field(max_length=16, description="Engine extras.")] = (),
     profile: ProfileOption = None,
+    wheel: Wheel | None = None,
+    sha256: Sha256 | None = None,
 ) -> InstallReply:
     """Install the engine from source at an exact commit into `python`: resolve, fetch, build
-    a reproducible wheel, check it, install it, verify it against RECORD, and record it.
-    Without branch or commit the user is asked "main, or which development branch?". On any
-    failure the previous engine and its record stay exactly as they were."""
+    a reproducible wheel, check it, install it, verify it against RECORD, and record it. Or,
+    with wheel and sha256, install that reviewed wheel exactly (origin reviewed-wheel).
+    Without branch, commit or wheel the user is asked "main, or which development branch?". Pass the
+    commit the user confirmed as expect_commit with the branch. On any failure the previous
+    engine and its record stay exactly as they were."""
     chosen = chosen_branch(asked)
     tracker = MonotonicProgress(ctx, STEPS)
 
     def work() -> InstallReply:
-        check_roots(roots, python=python, profile_file=profile and profile.file)
+        check_roots(roots, python=python, profile_file=profile and profile.file, wheel=wheel)
         request = InstallRequest(
-            profile=engine_profile(profile),
+            profile=engine_profile(profile, roots),
             python=python,
             branch=chosen,
             commit=commit,
+            expect_commit=expect_commit,
             create_env=create_env,
             extras=extras,
+            wheel=wheel,
+            sha256=sha256,
         )
         result = operations.install(request, worker_progress(tracker))
         return reply(InstallReply, "install", result)
@@ -152,7 +210,7 @@ async def verify_engine(
             roots, python=python, workspace=workspace, profile_file=profile and profile.file
         )
         query = ProvenanceQuery(
-            profile=engine_profile(profile),
+            profile=engine_profile(profile, roots),
             python=python,
             experiment_id=experiment_id,
             workspace=workspace,
@@ -171,7 +229,8 @@ async def diagnose_engine(
 
     def work() -> DiagnosisReply:
         check_roots(roots, python=python, profile_file=profile and profile.file)
-        result = operations.diagnose(DiagnoseQuery(profile=engine_profile(profile), python=python))
+        query = DiagnoseQuery(profile=engine_profile(profile, roots), python=python)
+        result = operations.diagnose(query)
         return reply(DiagnosisReply, "diagnose", result)
 
     return await run(ctx, work)

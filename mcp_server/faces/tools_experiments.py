@@ -9,6 +9,11 @@ from mcp.server.mcpserver import Context
 from pydantic import Field
 
 from mcp_server import operations
+
+# The operations of these two tools (their rows in operations.OPERATIONS point here).
+from mcp_server.experiments.control import StopResult
+from mcp_server.experiments.control import stop_experiment as stop_experiment_op
+from mcp_server.experiments.logs import LogTail, experiment_log
 from mcp_server.experiments.started import StartedEngine
 from mcp_server.experiments.status import ExperimentListing, ExperimentStatus
 from mcp_server.faces.mcp_app import LOCAL_READ, Message, reply, server
@@ -16,7 +21,14 @@ from mcp_server.faces.mcp_inputs import ExperimentId, Manifest, Python, Workspac
 from mcp_server.faces.mcp_resources import StartedResources, started_resources
 from mcp_server.faces.mcp_roots import Roots, check_roots
 from mcp_server.faces.mcp_runtime import hints, reap, run
-from mcp_server.requests import LaunchRequest, ListQuery, ResumeRequest, StatusQuery
+from mcp_server.requests import (
+    LaunchRequest,
+    ListQuery,
+    LogsQuery,
+    ResumeRequest,
+    StatusQuery,
+    StopRequest,
+)
 
 
 class StartedReply(StartedEngine, StartedResources):
@@ -28,6 +40,14 @@ class StatusReply(ExperimentStatus):
 
 
 class ListReply(ExperimentListing):
+    message: Message
+
+
+class StopReply(StopResult):
+    message: Message
+
+
+class LogsReply(LogTail):
     message: Message
 
 
@@ -117,5 +137,65 @@ async def list_experiments(workspace: Workspace, ctx: Context, roots: Roots) -> 
         check_roots(roots, workspace=workspace)
         listing = operations.list_experiments(ListQuery(workspace=workspace))
         return reply(ListReply, "list", listing)
+
+    return await run(ctx, work)
+
+
+@server.tool(
+    **hints(
+        "Stop an experiment's engine",
+        read_only=False,
+        destructive=True,  # ends a running engine (it saves its state; resume continues it)
+        idempotent=False,  # a second call finds nothing running and is refused
+        open_world=False,
+    )
+)
+async def stop_experiment(
+    experiment_id: ExperimentId,
+    workspace: Workspace,
+    ctx: Context,
+    roots: Roots,
+    kill: Annotated[
+        bool,
+        Field(strict=True, description="SIGKILL it if it still runs after the grace period."),
+    ] = False,
+    grace: Annotated[
+        float, Field(ge=0, le=3600, description="Seconds to wait after SIGTERM.")
+    ] = 30.0,
+) -> StopReply:
+    """SIGTERM to the engine automl-setup started for this experiment (checked by pid and
+    start time: a reused pid is never signalled), then wait up to `grace` seconds for it to
+    save and exit, and report what its ledger says. resume_experiment continues it."""
+
+    def work() -> StopReply:
+        check_roots(roots, workspace=workspace)
+        request = StopRequest(
+            experiment_id=experiment_id, workspace=workspace, kill=kill, grace=grace
+        )
+        return reply(StopReply, "stop", stop_experiment_op(request))
+
+    return await run(ctx, work)
+
+
+@server.tool(**hints("Tail of an experiment's log", **LOCAL_READ))
+async def logs_experiment(
+    experiment_id: ExperimentId,
+    workspace: Workspace,
+    ctx: Context,
+    roots: Roots,
+    attempt: Annotated[
+        int | None, Field(ge=1, description="Attempt number; omit both for the last attempt.")
+    ] = None,
+    trial: Annotated[int | None, Field(ge=0, description="Trial index (from 0).")] = None,
+) -> LogsReply:
+    """The last 64 KiB of the engine output of one attempt (the last one by default) or of
+    one trial, credentials masked: read it to see why something failed."""
+
+    def work() -> LogsReply:
+        check_roots(roots, workspace=workspace)
+        query = LogsQuery(
+            experiment_id=experiment_id, workspace=workspace, attempt=attempt, trial=trial
+        )
+        return reply(LogsReply, "logs", experiment_log(query))
 
     return await run(ctx, work)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -17,6 +18,30 @@ from mcp_server.skills.validate import check_paths, skill_dirs, skills_named
 
 class _UsageError(Exception):
     pass
+
+
+PATHS_HELP = {
+    "check": "skill folders or files to check (default: every skill, and drift)",
+    "links": "markdown files or folders to check (default: the repository's markdown)",
+}
+EXIT_CODES = "exit codes:\n  0  ok\n  1  problems found, or refused\n  2  usage error"
+# (command, one-line help, the paragraph of its --help)
+COMMANDS = (
+    ("sync", "copy skills/ into .claude/skills/ and .agents/skills/",
+     "Copy the canonical skills/ folder into both discovery paths, .claude/skills/ and "
+     ".agents/skills/, so Claude Code and Codex find the same skills; files of ours no "
+     "longer in skills/ are removed there."),
+    ("check", "validate skills; with no PATH also detect drift",
+     "Validate every skill with our strict rules and the Agent Skills reference validator "
+     "(skills-ref); with no PATH, also report copies in the discovery paths that drifted "
+     "from skills/."),
+    ("manifest", "print sha256 and size of each skill file",
+     "Print the sha256 and size of every file of every skill, one line each, for a review "
+     "or a release note to pin."),
+    ("links", "check relative links and anchors in markdown",
+     "Check that every relative link and #anchor in the repository's markdown (or the "
+     "PATHs) points at a file and heading that exist."),
+)  # fmt: skip
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -32,18 +57,14 @@ def _parser() -> argparse.ArgumentParser:
         help="repository root holding skills/ (default: the current directory)",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    sub.add_parser(
-        "sync", parents=[common], help="copy skills/ into .claude/skills/ and .agents/skills/"
-    )
-    check = sub.add_parser(
-        "check", parents=[common], help="validate skills; with no PATH also detect drift"
-    )
-    check.add_argument("paths", nargs="*", type=Path, metavar="PATH")
-    sub.add_parser("manifest", parents=[common], help="print sha256 and size of each skill file")
-    links = sub.add_parser(
-        "links", parents=[common], help="check relative links and anchors in markdown"
-    )
-    links.add_argument("paths", nargs="*", type=Path, metavar="PATH")
+    for name, text, description in COMMANDS:
+        p = sub.add_parser(
+            name, parents=[common], help=text, description=textwrap.fill(description, 78),
+            epilog=f"example:\n  automl-setup skills {name}\n\n{EXIT_CODES}",
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )  # fmt: skip
+        if name in PATHS_HELP:
+            p.add_argument("paths", nargs="*", type=Path, metavar="PATH", help=PATHS_HELP[name])
     return parser
 
 

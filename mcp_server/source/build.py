@@ -23,8 +23,9 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from mcp_server.errors import SetupError
+from mcp_server.procwait import wait_exit
 from mcp_server.redact import redact_text
-from mcp_server.source.profile import CONFUSABLE_DISTRIBUTIONS, CORE_IMPORT_NAME, EngineProfile
+from mcp_server.source.profile import EngineProfile, confusable_note
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -168,19 +169,21 @@ def run_logged(
     """Run a tool with stdin closed and all its output appended to `log_path` (never to our
     stdout, which may be an MCP channel); a timeout is a failed step."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    with log_path.open("ab") as log:
+    # Popen and wait_exit rather than subprocess.run(timeout=...): that one notices the exit
+    # up to 50 ms late (procwait.py), twice per install.
+    with (
+        log_path.open("ab") as log,
+        subprocess.Popen(
+            argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=cwd
+        ) as proc,
+    ):
         try:
-            return subprocess.run(
-                argv,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=env,
-                cwd=cwd,
-                timeout=timeout,
-                check=False,
-            ).returncode
-        except subprocess.TimeoutExpired:
+            return wait_exit(proc, timeout)
+        except BaseException as exc:
+            proc.kill()  # as subprocess.run does, on a timeout or an interrupt alike
+            proc.wait()
+            if not isinstance(exc, subprocess.TimeoutExpired):
+                raise
             raise SetupError(
                 step,
                 f"{Path(argv[0]).name} took longer than {timeout:.0f} s and was stopped",
@@ -242,11 +245,8 @@ def check_wheel_metadata(
             f"the source builds distribution {meta.name!r}, not {profile.distribution!r}; "
             "nothing was installed"
         )
-        if found in CONFUSABLE_DISTRIBUTIONS:
-            cause += (
-                f". {meta.name} (import {CONFUSABLE_DISTRIBUTIONS[found]}) is the separately "
-                f"published application, not the core (import {CORE_IMPORT_NAME})"
-            )
+        if note := confusable_note(meta.name):
+            cause += f". {note}"
         raise SetupError(
             step,
             cause,

@@ -2,24 +2,26 @@
 
 Every user value arrives as a checked value type (`mcp_server.values`) and reaches git only as
 one argv element after `--end-of-options` (or as a config value in a repository we created).
-Git runs through GitPython with an argv list, stdin closed, and the transport allow-list also
-enforced by git itself through GIT_ALLOW_PROTOCOL.
+Git runs as a process with an argv list (no shell), stdin closed, a timeout, and the transport
+allow-list also enforced by git itself through GIT_ALLOW_PROTOCOL.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
+import signal
+import subprocess
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-import git
-from git.exc import GitCommandError
-
 from mcp_server.errors import SetupError, shown
 from mcp_server.scratch import scratch_dir
+from mcp_server.source.profile import confusable_note, tomllib
 from mcp_server.values import (
     SUBDIRECTORY_REMEDY,
     BranchName,
@@ -71,12 +73,39 @@ def run_git(
     for index, (key, value) in enumerate((config or {}).items()):
         env[f"GIT_CONFIG_KEY_{index}"], env[f"GIT_CONFIG_VALUE_{index}"] = key, value
     env["GIT_CONFIG_COUNT"] = str(len(config or {}))
-    try:
-        return git.Git(str(cwd) if cwd else None).execute(argv, env=env, kill_after_timeout=timeout)
-    except GitCommandError as exc:
-        stderr = (exc.stderr or "").strip().removeprefix("stderr:").strip(" '\n")
-        cause = _git_cause(stderr) or f"git exited with status {exc.status}"
-        raise SetupError(step, f"git failed: {cause}", _git_remedy(step, stderr)) from None
+    # English messages (_git_cause reads them). git's own session, so that stopping it (a
+    # timeout, our interrupt, which no longer reaches it by itself) stops its helpers (ssh,
+    # remote-https, upload-pack) too, and no orphan keeps our pipes open.
+    full_env = {**os.environ, "LANGUAGE": "C", "LC_ALL": "C", **env}
+    with subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=full_env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    ) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except BaseException as exc:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            if not isinstance(exc, subprocess.TimeoutExpired):
+                raise
+            raise SetupError(
+                step,
+                f"git took longer than {timeout:.0f} s and was stopped",
+                f"check the network and the machine's load; the {step} step changed nothing "
+                "in your environment",
+            ) from None
+    if proc.returncode != 0:
+        stderr = err.strip()
+        cause = _git_cause(stderr) or f"git exited with status {proc.returncode}"
+        raise SetupError(step, f"git failed: {cause}", _git_remedy(step, stderr))
+    return out.removesuffix("\n")
 
 
 def _git_cause(stderr: str) -> str:
@@ -129,7 +158,7 @@ def git_url(url: str) -> tuple[str, str | None]:
     return bare, f"Authorization: Basic {basic}"
 
 
-def _remote_config(name: str, repository: RepositoryUrl) -> dict[str, str]:
+def remote_config(name: str, repository: RepositoryUrl) -> dict[str, str]:
     """Config of a remote defined only for one call, for GIT_CONFIG_KEY_n/VALUE_n."""
     url, header = git_url(repository.with_credentials)
     config = {f"remote.{name}.url": url}
@@ -139,8 +168,11 @@ def _remote_config(name: str, repository: RepositoryUrl) -> dict[str, str]:
     return config
 
 
-def resolve_branch(repository: RepositoryUrl, branch: BranchName) -> Resolution:
-    """Exactly refs/heads/<branch> on the remote; a missing branch is an error, never a tag."""
+def resolve_branch(
+    repository: RepositoryUrl, branch: BranchName, expect: CommitId | None = None
+) -> Resolution:
+    """Exactly refs/heads/<branch> on the remote; a missing branch is an error, never a tag.
+    With `expect` (the commit the user confirmed), a branch that moved since is refused."""
     ref = f"refs/heads/{branch}"
     # A named remote defined only for this call, run where no repository can be discovered.
     with scratch_dir("automl-setup-resolve-") as empty:
@@ -149,9 +181,9 @@ def resolve_branch(repository: RepositoryUrl, branch: BranchName) -> Resolution:
             cwd=Path(empty),
             step="resolve",
             timeout=NETWORK_TIMEOUT_S,
-            config=_remote_config(REMOTE, repository),
+            config=remote_config(REMOTE, repository),
         )
-    refs = dict(_parse_ls_remote(out))
+    refs = dict(parse_ls_remote(out))
     if ref not in refs:
         tag_note = (
             f" (a tag named {shown(branch, 100)} exists, but tags are never installed)"
@@ -163,10 +195,19 @@ def resolve_branch(repository: RepositoryUrl, branch: BranchName) -> Resolution:
             f"branch {shown(branch, 100)} does not exist on {repository}{tag_note}",
             "list branches with `git ls-remote --heads <repository>`, or pin one with --commit",
         )
-    return Resolution(str(repository), branch, ref, CommitId(refs[ref]))
+    commit = CommitId(refs[ref])
+    if expect is not None and commit != expect:
+        raise SetupError(
+            "resolve",
+            f"{ref} now points at {commit}, not at {expect}, the commit that was confirmed; "
+            "nothing was installed",
+            f"show the user the new commit and, once they confirm it, install with --branch "
+            f"{shown(branch, 100)} --expect-commit {commit}",
+        )
+    return Resolution(str(repository), branch, ref, commit)
 
 
-def _parse_ls_remote(out: str) -> list[tuple[str, str]]:
+def parse_ls_remote(out: str) -> list[tuple[str, str]]:
     pairs = []
     for line in out.splitlines():
         sha, _, name = line.partition("\t")
@@ -197,7 +238,7 @@ def fetch_commit(
     # The remote only ever reaches git through the environment, not the scratch repository's
     # config file; its credential, as a header (see git_url).
     remote = {
-        **_remote_config("origin", repository),
+        **remote_config("origin", repository),
         "remote.origin.promisor": "true",
         "remote.origin.partialclonefilter": "blob:none",
     }
@@ -225,7 +266,7 @@ def fetch_commit(
     kind = git_here(["cat-file", "-t", commit])
     if kind != "commit":
         raise SetupError(step, f"{commit} is a {kind}, not a commit", "pass a commit id")
-    subtree_id = _subtree_id(dest, commit, subdirectory)
+    subtree_id = _subtree_id(git_here, commit, subdirectory)
     if subdirectory != ".":
         git_here(["sparse-checkout", "set", "--cone", "--", subdirectory])
     git_here(["checkout", "-q", "--detach", commit], NETWORK_TIMEOUT_S)  # fetches the blobs
@@ -234,33 +275,25 @@ def fetch_commit(
     return FetchedSource(dest, source_dir, commit, subtree_id, commit_time)
 
 
-def _subtree_id(checkout: Path, commit: str, subdirectory: str) -> str:
+def _subtree_id(git_here: Callable[[list[str]], str], commit: str, subdirectory: str) -> str:
     """Git tree id of the subdirectory; refuses a missing path, a file, or a symlink anywhere."""
     step = "fetch"
     if subdirectory == ".":
-        return run_git(
-            ["rev-parse", "--verify", "--end-of-options", f"{commit}^{{tree}}"],
-            cwd=checkout,
-            step=step,
-            timeout=LOCAL_TIMEOUT_S,
-        )
+        return git_here(["rev-parse", "--verify", "--end-of-options", f"{commit}^{{tree}}"])
     parent = f"{commit}^{{tree}}"
     parts = subdirectory.split("/")
     tree_id = ""
     for depth, name in enumerate(parts):
-        listing = run_git(
-            ["ls-tree", "--full-tree", "--end-of-options", parent, "--", name],
-            cwd=checkout,
-            step=step,
-            timeout=LOCAL_TIMEOUT_S,
-        )
-        entry = _ls_tree_entry(listing, name)
+        listing = git_here(["ls-tree", "--full-tree", "--end-of-options", parent, "--", name])
+        entry = ls_tree_entry(listing, name)
         where = "/".join(parts[: depth + 1])
         if entry is None:
             raise SetupError(
                 step,
-                f"subdirectory {shown(subdirectory, 100)} does not exist at commit {commit[:12]}",
-                "check --subdirectory against the repository layout at that commit",
+                f"subdirectory {shown(subdirectory, 100)} does not exist at commit {commit[:12]}"
+                + _layout_note(git_here, commit, subdirectory),
+                "install a branch whose head holds it (`automl-setup branches "
+                "--with-subdirectory` lists them), or correct --subdirectory",
             )
         mode, kind, object_id = entry
         if mode == "120000":
@@ -279,7 +312,39 @@ def _subtree_id(checkout: Path, commit: str, subdirectory: str) -> str:
     return tree_id
 
 
-def _ls_tree_entry(listing: str, name: str) -> tuple[str, str, str] | None:
+def _layout_note(git_here: Callable[[list[str]], str], commit: str, subdirectory: str) -> str:
+    """What the commit holds where it matters: the distribution names declared by the root's
+    pyproject.toml and by those of the subdirectory's siblings (only these blobs are fetched)."""
+    parent = subdirectory.rpartition("/")[0]
+    listing = git_here(
+        ["ls-tree", "--full-tree", "-d", "--name-only", "--end-of-options", commit, "--"]
+        + ([f"{parent}/"] if parent else [])
+    )
+    candidates = ["pyproject.toml"] + [f"{d}/pyproject.toml" for d in listing.splitlines()[:20]]
+    present = git_here(
+        ["ls-tree", "--full-tree", "--name-only", "--end-of-options", commit, "--", *candidates]
+    ).splitlines()
+    declared = []
+    for path in (c for c in candidates if c in present):
+        try:
+            name = tomllib.loads(git_here(["cat-file", "blob", f"{commit}:{path}"]))["project"][
+                "name"
+            ]
+        except (SetupError, tomllib.TOMLDecodeError, KeyError, TypeError):
+            continue  # not a readable declaration: nothing to report about it
+        if isinstance(name, str):
+            where = "the root pyproject.toml" if path == "pyproject.toml" else path
+            declared.append((where, name))
+    if not declared:
+        return ""
+    text = "; at that commit " + " and ".join(f"{w} declares {shown(n, 100)}" for w, n in declared)
+    notes = [confusable_note(n) for _w, n in declared if confusable_note(n)]
+    if notes:
+        text += f". {notes[0]}: the core lives on branches whose head holds {subdirectory}"
+    return text
+
+
+def ls_tree_entry(listing: str, name: str) -> tuple[str, str, str] | None:
     for line in listing.splitlines():
         meta, _, path = line.partition("\t")
         if path == name:

@@ -1,6 +1,8 @@
 """EngineProfile: which engine to install (repository, subdirectory, distribution, requirement).
 
-Precedence: command-line flags win over a TOML profile file, which wins over the default.
+Precedence: single fields given as flags win over the profile underneath them: a TOML profile
+file, or what `source/config.py` finds (AUTOML_SETUP_PROFILE, the project file), or the default.
+Every profile knows where it came from (`origin`), so every result can say so.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from mcp_server.errors import InvalidInput
 from mcp_server.values import RepositoryUrl, Subdirectory
@@ -30,6 +32,36 @@ DEFAULT_REQUIREMENT = "==0.1.0"
 # The separately published application that is often mistaken for the core.
 CONFUSABLE_DISTRIBUTIONS = {"nvidia-tao-automl": "tao_automl"}
 CORE_IMPORT_NAME = "automl_core"
+DEFAULT_ORIGIN = "built-in default"
+
+
+def confusable_note(distribution: str) -> str:
+    """Why a confusable distribution is not the core ('' for any other name)."""
+    module = CONFUSABLE_DISTRIBUTIONS.get(canonicalize_name(distribution))
+    if module is None:
+        return ""
+    return (
+        f"{distribution} (import {module}) is the separately published application, not the "
+        f"core (import {CORE_IMPORT_NAME})"
+    )
+
+
+class ProfileSource(BaseModel):
+    """Which engine a command used and where that choice came from."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    distribution: str
+    repository: str = Field(description="Repository URL, credentials stripped.")
+    subdirectory: str
+    requirement: str
+    source: str = Field(
+        description="Where the profile came from: fields given by flags or arguments, a profile "
+        "file, AUTOML_SETUP_PROFILE, a project file, or the built-in default."
+    )
+
+    def describe(self) -> str:
+        return f"engine: {self.distribution} from {self.repository} ({self.source})"
 
 
 class EngineProfile(BaseModel):
@@ -40,6 +72,8 @@ class EngineProfile(BaseModel):
     subdirectory: Subdirectory = Subdirectory(DEFAULT_SUBDIRECTORY)
     distribution: str = DEFAULT_DISTRIBUTION
     requirement: str = DEFAULT_REQUIREMENT
+    # Not a field: where the values came from says nothing about which engine it is.
+    _origin: str | None = PrivateAttr(None)
 
     @field_validator("distribution")
     @classmethod
@@ -65,6 +99,28 @@ class EngineProfile(BaseModel):
     def canonical_distribution(self) -> str:
         return canonicalize_name(self.distribution)
 
+    @property
+    def origin(self) -> str:
+        """Where the values came from; a profile built directly: the default, or "given"."""
+        if self._origin is not None:
+            return self._origin
+        return DEFAULT_ORIGIN if not self.flags() else "given"
+
+    def with_origin(self, origin: str) -> EngineProfile:
+        """The same profile, said to come from `origin`."""
+        copy = self.model_copy()
+        copy._origin = origin
+        return copy
+
+    def source(self) -> ProfileSource:
+        return ProfileSource(
+            distribution=self.distribution,
+            repository=str(self.repository),
+            subdirectory=self.subdirectory,
+            requirement=self.requirement,
+            source=self.origin,
+        )
+
     def flags(self) -> list[str]:
         """The command-line flags that reproduce this profile where it differs from the default."""
         out: list[str] = []
@@ -83,8 +139,15 @@ _FLAG_FIELDS = {
 }
 
 
-def load_profile(path: Path | None = None, **overrides: str | None) -> EngineProfile:
-    """Default <- TOML file (table-less keys, or an [engine] table) <- non-None overrides."""
+def load_profile(
+    path: Path | None = None,
+    *,
+    table: dict[str, Any] | None = None,
+    origin: str | None = None,
+    **overrides: str | None,
+) -> EngineProfile:
+    """Default <- a TOML file at `path` (table-less keys, or an [engine] table) or an already
+    read `table` <- non-None overrides. `origin` names where the file or table came from."""
     values: dict[str, Any] = {}
     if path is not None:
         try:
@@ -104,15 +167,22 @@ def load_profile(path: Path | None = None, **overrides: str | None) -> EnginePro
                 )
             data = data["engine"]
         values.update(data)
-    values.update({k: v for k, v in overrides.items() if v is not None})
+    values.update(table or {})
+    given = {k: v for k, v in overrides.items() if v is not None}
+    values.update(given)
     try:
-        return EngineProfile(**values)
+        profile = EngineProfile(**values)
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in e['loc']) or 'profile'}: "
             + e["msg"].removeprefix("Value error, ")
             for e in exc.errors()
         )
+        where = f" (profile from {origin or path})" if origin or path else ""
         raise InvalidInput(
-            "profile", problems, "fix the profile file or flag (see docs/setup.md)"
+            "profile", problems + where, "fix the profile file or flag (see docs/setup.md)"
         ) from None
+    if origin is None and path is None and not given:
+        return profile  # the default, as EngineProfile() is
+    base = origin or (f"profile file {path}" if path is not None else DEFAULT_ORIGIN)
+    return profile.with_origin(f"{', '.join(given)} given, over {base}" if given else base)

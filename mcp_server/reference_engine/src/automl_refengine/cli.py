@@ -1,21 +1,24 @@
 """Command line of the reference engine.
 
     automl-refengine plan   --manifest M --workspace W [--json]
-    automl-refengine run    --manifest M --workspace W --approve [--json]
-    automl-refengine resume --manifest M --workspace W --approve [--json]
+    automl-refengine run    --manifest M --workspace W --approve [--max-allocations CAP] [--json]
+    automl-refengine resume --manifest M --workspace W --approve [--max-allocations CAP] [--json]
     automl-refengine status --experiment-id ID --workspace W [--json]
     automl-refengine logs   --experiment-id ID --workspace W [--trial N] [--json]
     automl-refengine cancel --experiment-id ID --workspace W --approve [--json]
 
-Exit codes: 0 ok; 1 refused, failed or cancelled; 2 invalid input; 130/143 the
-controller stopped on SIGINT/SIGTERM with its state saved. With --json, stdout
-carries exactly one JSON document (on errors: {"error", "exit_code"}).
+Exit codes: 0 ok; 1 refused, failed or cancelled; 2 invalid input (allocations exhausted
+included); 130/143/138 the controller stopped on SIGINT/SIGTERM/SIGUSR1 with its state
+saved; 141 the reader of stdout went away (`| head`), quietly. With --json, stdout carries
+exactly one JSON document (on errors: {"error", "exit_code"}). --max-allocations: see
+allocation.py (SLURM controller jobs).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import sys
 from collections.abc import Callable
@@ -24,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from automl_refengine import __version__
+from automl_refengine.allocation import CAP_VARIABLE, current_allocation
 from automl_refengine.errors import EngineError, ExitCode, InvalidInput, Refused
 from automl_refengine.layout import ExperimentPaths
 from automl_refengine.manifest import check_safe_id, load_manifest
@@ -62,6 +66,13 @@ def _parser() -> argparse.ArgumentParser:
         sub.add_argument("--workspace", type=Path, required=True, help="directory of experiments")
         if name in MUTATIONS:
             sub.add_argument("--approve", action="store_true", help="allow this command to write")
+        if name in ("run", "resume"):
+            sub.add_argument(
+                "--max-allocations",
+                metavar="CAP",
+                default=os.environ.get(CAP_VARIABLE),
+                help=f"SLURM allocations in all, the first included (default: ${CAP_VARIABLE})",
+            )
         if name == "logs":
             sub.add_argument("--trial", type=int, metavar="N", help="trial index (from 0)")
         sub.add_argument("--json", action="store_true", help="print one JSON document")
@@ -144,12 +155,16 @@ def _progress(args: argparse.Namespace) -> Callable[[str], None]:
 
 def _cmd_run(args: argparse.Namespace) -> tuple[int, Any, str]:
     manifest = load_manifest(args.manifest)
-    return _finish_run(args, run_experiment(manifest, args.workspace, _progress(args)))
+    allocation = current_allocation(args.max_allocations)
+    result = run_experiment(manifest, args.workspace, _progress(args), allocation)
+    return _finish_run(args, result)
 
 
 def _cmd_resume(args: argparse.Namespace) -> tuple[int, Any, str]:
     manifest = load_manifest(args.manifest)
-    return _finish_run(args, resume_experiment(manifest, args.workspace, _progress(args)))
+    allocation = current_allocation(args.max_allocations)
+    result = resume_experiment(manifest, args.workspace, _progress(args), allocation)
+    return _finish_run(args, result)
 
 
 def _paths(args: argparse.Namespace) -> ExperimentPaths:
@@ -203,6 +218,16 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], tuple[int, Any, str]]] = {
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:  # output piped into `head` and the like, --help included
+        # Quiet, with the status of a process SIGPIPE ended; stdout made harmless for the
+        # interpreter's final flush.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return int(ExitCode.SIGPIPE)
+
+
+def _main(argv: list[str] | None) -> int:
     args = _parser().parse_args(argv)
     # Trials run with their own directory as working directory, so every path they are given
     # (placeholders expand from the workspace) must be absolute.
@@ -216,6 +241,8 @@ def main(argv: list[str] | None = None) -> int:
         code, data, text = COMMANDS[args.command](args)
     except EngineError as exc:
         code, message = exc.exit_code, str(exc)
+    except BrokenPipeError:  # the reader is gone: main() ends quietly
+        raise
     except OSError as exc:
         code, message = (
             ExitCode.REFUSED,

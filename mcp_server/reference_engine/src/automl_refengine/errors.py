@@ -9,8 +9,10 @@ class ExitCode(IntEnum):
     OK = 0
     REFUSED = 1  # a refusal, a failed experiment, or a cancelled one
     INVALID_INPUT = 2
+    SIGUSR1 = 138  # 128 + SIGUSR1: a SLURM job's warning before its time limit, state saved
     SIGINT = 130  # 128 + SIGINT: the controller stopped on Ctrl-C, state saved
     SIGTERM = 143  # 128 + SIGTERM: the controller stopped on SIGTERM, state saved
+    SIGPIPE = 141  # 128 + SIGPIPE: the reader of stdout went away (`| head`)
 
 
 class EngineError(Exception):

@@ -44,6 +44,7 @@ from types import FrameType
 from typing import Any, Literal
 
 from automl_refengine import __version__
+from automl_refengine.allocation import Allocation, requeue
 from automl_refengine.durable import atomic_write_json, fsync_dir
 from automl_refengine.errors import CorruptState, ExitCode, Refused
 from automl_refengine.layout import (
@@ -117,7 +118,9 @@ class _Controller:
         state: ExperimentState | None,
         ledger: LedgerWriter,
         progress: Progress,
+        allocation: Allocation | None = None,
     ) -> None:
+        self.allocation = allocation
         self.paths = paths
         self.manifest = manifest
         self.state = state
@@ -158,9 +161,9 @@ class _Controller:
         return self.state.elapsed_before_session_s + (time.monotonic() - self.started)
 
     def drive(self, mode: Literal["run", "resume"]) -> RunResult:
-        handlers = {
-            sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)
-        }
+        # SIGUSR1 is a SLURM controller job's warning before its time limit (allocation.py).
+        stops = (signal.SIGTERM, signal.SIGINT) + ((signal.SIGUSR1,) if self.allocation else ())
+        handlers = {sig: signal.signal(sig, self._on_signal) for sig in stops}
         atomic_write_json(
             self.paths.controller,
             {"pid": os.getpid(), "session": self.session, "started_at": utc_now()},
@@ -291,10 +294,34 @@ class _Controller:
     def _interrupted(self) -> RunResult:
         assert self.state is not None and self.signal is not None
         self._record(SessionEnded, reason="signal", signal=self.signal.name)
-        code = ExitCode.SIGINT if self.signal == signal.SIGINT else ExitCode.SIGTERM
-        return RunResult(
-            self.state, code, f"interrupted by {self.signal.name}; state saved, `resume` continues"
+        codes = {signal.SIGINT: ExitCode.SIGINT, signal.SIGUSR1: ExitCode.SIGUSR1}
+        message = f"interrupted by {self.signal.name}; state saved, `resume` continues"
+        if self.signal == signal.SIGUSR1 and self.allocation is not None:
+            message += "; " + self._next_allocation()
+        return RunResult(self.state, codes.get(self.signal, ExitCode.SIGTERM), message)
+
+    def _next_allocation(self) -> str:
+        """After the warning signal, with everything recorded: requeue this job when the cap
+        allows another allocation and work remains."""
+        assert self.allocation is not None and self.state is not None
+        search = self.manifest.search
+        index = self.state.finished_trials
+        remains = (
+            index < search.budget.max_trials
+            and trial_params(search, index) is not None
+            and self._elapsed() < search.budget.total_timeout_s
         )
+        if not remains:
+            return "no work remains: not requeued"
+        if not self.allocation.may_requeue:
+            return (
+                f"not requeued: generation {self.allocation.generation} is the last the cap "
+                f"{self.allocation.cap} allows"
+            )
+        # Said first: the scheduler's SIGTERM that follows may end this process before it
+        # prints its summary (everything is recorded by now).
+        self.progress(f"requeueing job {self.allocation.job_id} (warning signal)")
+        return requeue(self.allocation)
 
     def _cancelled(self) -> RunResult:
         self._record(ExperimentCancelled, source="controller")
@@ -308,7 +335,9 @@ def _refuse_if_holds_state(paths: ExperimentPaths) -> None:
         raise Refused(f"{paths.root} already holds an experiment; use `resume` to continue it")
 
 
-def run_experiment(manifest: Manifest, workspace: Path, progress: Progress) -> RunResult:
+def run_experiment(
+    manifest: Manifest, workspace: Path, progress: Progress, allocation: Allocation | None = None
+) -> RunResult:
     paths = ExperimentPaths(workspace, manifest.search.experiment_id)
     _refuse_if_holds_state(paths)
     paths.root.mkdir(parents=True, exist_ok=True)
@@ -317,7 +346,7 @@ def run_experiment(manifest: Manifest, workspace: Path, progress: Progress) -> R
         _refuse_if_holds_state(paths)  # again under the lock: another `run` may have won
         write_recorded_manifest(paths, manifest)
         ledger = LedgerWriter(paths.ledger, next_seq=1)
-        return _Controller(paths, manifest, None, ledger, progress).drive("run")
+        return _Controller(paths, manifest, None, ledger, progress, allocation).drive("run")
     finally:
         lock.release()
 
@@ -403,7 +432,9 @@ def _load_for_resume(paths: ExperimentPaths, manifest: Manifest) -> ExperimentSt
     return state
 
 
-def resume_experiment(manifest: Manifest, workspace: Path, progress: Progress) -> RunResult:
+def resume_experiment(
+    manifest: Manifest, workspace: Path, progress: Progress, allocation: Allocation | None = None
+) -> RunResult:
     paths = ExperimentPaths(workspace, manifest.search.experiment_id)
     if not paths.manifest.exists():
         raise Refused(f"{paths.root} holds no experiment to resume; `run` starts one")
@@ -414,7 +445,8 @@ def resume_experiment(manifest: Manifest, workspace: Path, progress: Progress) -
     try:
         state = _load_for_resume(paths, manifest)
         ledger = LedgerWriter(paths.ledger, next_seq=state.ledger_events + 1)
-        return _Controller(paths, manifest, state, ledger, progress).drive("resume")
+        controller = _Controller(paths, manifest, state, ledger, progress, allocation)
+        return controller.drive("resume")
     finally:
         lock.release()
 

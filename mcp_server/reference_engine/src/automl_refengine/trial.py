@@ -147,6 +147,10 @@ def supervise(
     _kill_group(proc.pid, signal.SIGKILL)
     returncode = proc.wait()
     duration = round(time.monotonic() - started, 6)
+    if reason is None and returncode < 0:
+        # The controller's stop signal may reach the trial itself too (SLURM signals every
+        # process of a job on preemption): a trial killed so was interrupted, not failed.
+        reason = stop_requested()
     if reason in ("signal", "cancel"):
         return TrialOutcome(
             "interrupted", reason, duration, returncode, detail=f"stopped by {reason}"

@@ -1,0 +1,87 @@
+"""The wheel an install puts into the environment, and the identity it is recorded with: built
+here from a commit, handed in as a reviewed wheel, or taken from the wheel store. Every one is
+in the store (`wheelstore.py`) before the environment is touched, and installed from there."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from mcp_server.environment.records import BuildIdentity, SourceIdentity, utc_now
+from mcp_server.environment.wheelstore import StoredWheel, WheelEntry, WheelStore
+from mcp_server.errors import InvalidInput, SetupError
+from mcp_server.source.build import (
+    WheelMetadata,
+    check_wheel_metadata,
+    read_wheel_metadata,
+    sha256_file,
+)
+from mcp_server.source.profile import EngineProfile
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """A checked wheel in the store and the identity its install records."""
+
+    wheel: Path
+    source: SourceIdentity | None  # None: a reviewed wheel
+    build: BuildIdentity
+    meta: WheelMetadata
+
+
+def from_store(stored: StoredWheel, source: SourceIdentity | None) -> Artifact:
+    """The artifact of a checked store entry, recorded with `source` (the one it was built
+    from, as a binding or the build knows it; None for a reviewed wheel)."""
+    meta = read_wheel_metadata(stored.path)
+    entry = stored.entry
+    build = BuildIdentity(
+        distribution=meta.name,
+        version=meta.version,
+        wheel_filename=entry.wheel_filename,
+        wheel_sha256=entry.sha256,
+        record_digest=meta.record_digest,
+        backend=entry.backend if source is not None else None,
+    )
+    return Artifact(stored.path, source, build, meta)
+
+
+def store_wheel(
+    wheel: Path, sha256: str, source: SourceIdentity | None, backend: str | None
+) -> Artifact:
+    """Keep `wheel` in the store and return it as the artifact to install."""
+    meta = read_wheel_metadata(wheel)
+    entry = WheelEntry(
+        sha256=sha256,
+        wheel_filename=wheel.name,
+        distribution=meta.name,
+        version=meta.version,
+        origin="source-build" if source is not None else "reviewed-wheel",
+        source=source,
+        backend=backend,
+        time=utc_now(),
+    )
+    return from_store(WheelStore().put(wheel, entry), source)
+
+
+def reviewed_wheel(wheel: Path, sha256: str, profile: EngineProfile) -> Artifact:
+    """`install --wheel FILE --sha256 HEX`: the file must hash to exactly the reviewed sha256
+    and be the profile's distribution at a version inside its requirement, all checked before
+    anything (the store included) is touched."""
+    if not wheel.is_file() or wheel.suffix != ".whl":
+        raise InvalidInput(
+            "check", f"{wheel} is not a wheel file (*.whl)", "pass the reviewed .whl file"
+        )
+    try:
+        found = sha256_file(wheel)
+    except OSError as exc:
+        cause = f"cannot read {wheel}: {exc.strerror}"
+        raise SetupError("check", cause, "check the path") from None
+    if found != sha256:
+        raise SetupError(
+            "check",
+            f"the wheel {wheel} hashes to sha256 {found}, not the reviewed {sha256}; nothing was "
+            "installed",
+            "install exactly the file that was reviewed, with the sha256 recorded at the review",
+        )
+    check_wheel_metadata(read_wheel_metadata(wheel), profile)
+    return store_wheel(wheel, sha256, None, None)

@@ -1,0 +1,73 @@
+"""Command-line parsers of the SLURM watcher: `slurm watch` (a tick, once or every S seconds)
+and `slurm watch register` (adopt an existing job). Added under the `slurm` command by
+`cli_slurm.add_commands`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from mcp_server.errors import InvalidInput
+from mcp_server.faces.cli_base import (
+    WORKSPACE_HELP,
+    Outcome,
+    Subparsers,
+    add_command,
+    add_json,
+    run_operation,
+)
+
+
+def add_commands(slurm_sub: Subparsers) -> None:
+    p = add_command(
+        slurm_sub, "watch", "tick over the registered controller jobs",
+        description="Look at every controller job registered in the workspace: once, or every "
+        "--interval seconds until interrupted, reporting jobs that failed, were lost or wait "
+        "too long, as text or one JSON document per tick.",
+        example="automl-setup slurm watch --workspace runs --interval 300",
+    )  # fmt: skip
+    # Not required here: `slurm watch register --workspace W` parses its own (argparse checks
+    # the parent's required flags too); the handler insists instead.
+    p.add_argument("--workspace", help="directory of experiments (its registry)")
+    p.add_argument("--once", action="store_true", help="one tick, then exit")
+    p.add_argument("--interval", type=float, help="seconds between ticks, until interrupted")
+    p.add_argument(
+        "--pending-after",
+        type=int,
+        default=3600,
+        help="seconds a job may wait before it is reported (default 3600)",
+    )
+    add_json(p)
+    p.set_defaults(handler=watch, operation="slurm watch")
+
+    sub = p.add_subparsers(dest="watch_command", metavar="register")
+    r = add_command(
+        sub, "register", "adopt an existing job as an experiment's controller",
+        description="Register an existing SLURM job (one submitted before the watcher knew of "
+        "it) as the controller of an experiment of the workspace, so watch ticks over it.",
+        example="automl-setup slurm watch register --job-id 4242 --experiment-id ID "
+        "--workspace runs",
+    )  # fmt: skip
+    r.add_argument("--job-id", required=True, help="the id sbatch printed")
+    r.add_argument("--experiment-id", required=True, help="the experiment the job runs")
+    r.add_argument("--workspace", help=WORKSPACE_HELP)
+    add_json(r)
+    r.set_defaults(handler=run_operation, operation="slurm watch register")
+
+
+def watch(args: argparse.Namespace) -> Outcome:
+    """One tick, or one every --interval seconds until interrupted (each printed as it ends:
+    text, or one JSON document per line with --json)."""
+    if args.workspace is None:
+        raise InvalidInput("watch", "--workspace is required", "pass --workspace DIR")
+    if args.interval is None:
+        return run_operation(args)
+    while True:
+        outcome = run_operation(args)
+        payload = outcome.payload
+        text = payload.model_dump_json() if args.json else outcome.text  # type: ignore[union-attr]
+        print(text, flush=True)
+        if outcome.code:
+            print("(the next tick asks again)", file=sys.stderr, flush=True)
+        time.sleep(args.interval)

@@ -1,0 +1,37 @@
+"""The MCP face's rendering of a remedy's calls (`errors.Fix`): the tool and its arguments, as
+an agent makes the call; the command line renders the same fix as a command
+(`errors.command_line`). One remedy, two faces."""
+
+from __future__ import annotations
+
+import json
+
+from mcp_server.errors import Arg, Fix, SetupError
+from mcp_server.operations import OPERATIONS
+from mcp_server.source.profile import EngineProfile
+
+# The request field the MCP tools take as one `profile` object (the command line: flags).
+PROFILE_FIELDS = frozenset(EngineProfile.model_fields) - {"file"}
+
+
+def tool_call(fix: Fix | Arg) -> str:
+    """`call install_engine with branch="dev", python="/srv/env"`; an argument as `name=VALUE`."""
+    if isinstance(fix, Arg):
+        return f"{fix.name}={fix.value}" if fix.value else fix.name
+
+    tool = next((op.tool for op in OPERATIONS if op.command == fix.operation), fix.operation)
+    args: dict[str, object] = {}
+    profile: dict[str, object] = {}
+    for name, value in fix.arguments:
+        if value is None or value is False:
+            continue
+        (profile if name in PROFILE_FIELDS else args)[name] = value
+    if profile:
+        args["profile"] = profile
+    shown = ", ".join(f"{name}={json.dumps(value)}" for name, value in args.items())
+    return f"call {tool} with {shown}" if shown else f"call {tool}"
+
+
+def tool_error_text(exc: SetupError) -> str:
+    """A refusal as an MCP tool error (or resource error) says it."""
+    return exc.full_text(tool_call)

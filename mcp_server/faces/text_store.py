@@ -1,0 +1,49 @@
+"""Texts of the wheel store and recreate results, and the lines that say which kind of
+artifact an install record holds (a source build or a reviewed wheel)."""
+
+from __future__ import annotations
+
+from mcp_server.environment.records import InstallRecord
+from mcp_server.experiments.recreate import RecreateResult
+from mcp_server.experiments.storeops import StoreReport
+
+
+def artifact_origin(rec: InstallRecord) -> str:
+    if rec.source is None:
+        return "(reviewed wheel)"
+    return f"from {rec.source.repository}"
+
+
+def source_lines(rec: InstallRecord) -> list[str]:
+    if rec.source is None:
+        return ["  origin:   reviewed-wheel (no source: installed by its sha256)"]
+    return [
+        f"  ref:      {rec.source.requested_ref or '(by commit)'}",
+        f"  commit:   {rec.source.commit}",
+        f"  subtree:  {rec.source.subtree_id} ({rec.source.subdirectory})",
+    ]
+
+
+def store_text(report: StoreReport) -> str:
+    lines = [f"wheel store {report.root}: {len(report.entries)} entries ({report.action})"]
+    for e in report.entries:
+        what = (
+            f"{e.problem}"
+            if e.state == "damaged"
+            else f"{e.wheel_filename} {e.origin}" + (f" commit {e.commit[:12]}" if e.commit else "")
+        )
+        lines.append(f"  {e.state:8} {e.sha256[:16]}  {what}")
+    return "\n".join(lines)
+
+
+def recreate_text(result: RecreateResult) -> str:
+    rec = result.install.record
+    return "\n".join(
+        [
+            f"recreated the engine of {result.experiment_id} in {rec.install.environment} "
+            f"(wheel from the {'store' if result.wheel_from == 'store' else 'rebuilt commit'})",
+            f"  wheel:    {rec.build.wheel_filename} sha256 {rec.build.wheel_sha256}",
+            f"  identity: {rec.identity_digest} (matches the binding)",
+            f"  resume:   {result.resume_command}",
+        ]
+    )

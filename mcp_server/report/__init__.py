@@ -1,0 +1,1 @@
+"""The experiment report: its content, its plots, its self-contained HTML page."""

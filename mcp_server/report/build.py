@@ -1,0 +1,71 @@
+"""The report operation: gather the content, render the page, write it as a new file.
+
+The file is never an overwrite of something else: `--out` must name a new file (or one holding
+exactly these bytes already), and the default name beside the experiment's binding carries the
+page's own sha256, so a report made again from the same records is the same file."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from pydantic import Field
+
+from mcp_server.errors import InvalidInput, SetupError
+from mcp_server.experiments.files import ExperimentFiles
+from mcp_server.fsutil import exclusive_create, read_file
+from mcp_server.report.content import STEP, ExperimentReport, gather_report
+from mcp_server.report.page import render_page
+from mcp_server.report.plots import require_plotting
+from mcp_server.requests import ReportQuery
+
+
+class ReportResult(ExperimentReport):
+    html_path: str = Field(description="The self-contained HTML file of the report.")
+    html_sha256: str = Field(description="sha256 of that file: the same records, the same bytes.")
+    written: bool = Field(description="False when the file already held exactly these bytes.")
+
+
+def _check_out(query: ReportQuery) -> None:
+    if query.out is not None and not query.out.path.parent.is_dir():
+        raise InvalidInput(
+            STEP,
+            f"the directory of {query.out} does not exist",
+            "pass --out in an existing directory",
+        )
+
+
+def _target(query: ReportQuery, digest: str) -> Path:
+    if query.out is not None:
+        return query.out.path
+    files = ExperimentFiles(query.workspace.path, query.experiment_id)
+    return files.dir / f"report-{digest[:16]}.html"
+
+
+def _write_new(path: Path, page: bytes) -> bool:
+    """Create `path` with `page`; True when written, False when it already holds these bytes;
+    a refusal when it holds anything else (it is never overwritten)."""
+    try:
+        exclusive_create(path, page)
+    except FileExistsError:
+        if read_file(path) == page:
+            return False
+        raise SetupError(
+            STEP,
+            f"{path} already exists and is not this report",
+            "pass --out with a new file name; existing files are never overwritten",
+        ) from None
+    return True
+
+
+def make_report(query: ReportQuery) -> ReportResult:
+    require_plotting()  # before anything is read or written: the refusal names the extra
+    _check_out(query)
+    report = gather_report(query.experiment_id, query.workspace)
+    page = render_page(report).encode("utf-8")
+    digest = hashlib.sha256(page).hexdigest()
+    path = _target(query, digest)
+    written = _write_new(path, page)
+    return ReportResult(
+        **report.model_dump(), html_path=str(path), html_sha256=digest, written=written
+    )

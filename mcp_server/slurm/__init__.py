@@ -1,0 +1,1 @@
+"""Running experiments on a SLURM cluster: the scheduler, the controller, the watcher."""

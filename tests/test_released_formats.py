@@ -1,0 +1,66 @@
+"""Files written by the first release of automl-setup (tests/fixtures/formats/release-1, taken
+from a real `automl-setup demo` run of that release) are read by today's readers, strictly: an
+experiment launched months ago must still show its status and resume on its bound engine. A new
+field in a persisted model without a new format version fails here."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from mcp_server.environment.records import RecordStore
+from mcp_server.experiments.attempts import ATTEMPT_SCHEMA_VERSION, read_attempts
+from mcp_server.experiments.binding import read_binding
+from mcp_server.experiments.files import SIDECAR, ExperimentFiles
+from mcp_server.experiments.registry import RegisteredExperiment, registered_experiments
+
+RELEASE_1 = Path(__file__).parent / "fixtures" / "formats" / "release-1"
+EXPERIMENT = "demo-quadratic"
+
+
+def _lines(name: str) -> list[dict[str, object]]:
+    return [json.loads(line) for line in (RELEASE_1 / name).read_text().splitlines()]
+
+
+def test_an_engine_state_of_release_1_reads(tmp_path: Path) -> None:
+    state = tmp_path / ".automl-setup"
+    (state / "experiments").mkdir(parents=True)
+    shutil.copy(RELEASE_1 / "engine-record.json", state / "engine-record.json")
+    shutil.copy(RELEASE_1 / "history.jsonl", state / "history.jsonl")
+    shutil.copy(RELEASE_1 / "registered-experiment.json", state / "experiments" / "e.json")
+    store = RecordStore(state)
+
+    record = store.read_record()
+    assert record is not None and record.origin == "source-build"
+    old = json.loads((RELEASE_1 / "engine-record.json").read_text())
+    assert record.source is not None and record.source.commit == old["source"]["commit"]
+    assert record.identity_digest == old["identity_digest"]
+    history, torn = store.read_history()
+    assert torn is None
+    assert [e.commit for e in history] == [line["commit"] for line in _lines("history.jsonl")]
+    (entry,) = registered_experiments(state)
+    assert isinstance(entry, RegisteredExperiment) and entry.experiment_id == EXPERIMENT
+
+
+def test_an_experiment_of_release_1_reads(tmp_path: Path) -> None:
+    files = ExperimentFiles(tmp_path, EXPERIMENT)
+    (tmp_path / SIDECAR / EXPERIMENT).mkdir(parents=True)
+    for name in ("binding.json", "attempts.jsonl"):
+        shutil.copy(RELEASE_1 / name, files.dir / name)
+
+    binding = read_binding(files)
+    old = json.loads((RELEASE_1 / "binding.json").read_text())
+    assert binding.engine.identity_digest == old["engine"]["identity_digest"]
+    attempts, torn = read_attempts(files)
+    assert torn is None
+    written = _lines("attempts.jsonl")
+    assert [(a.attempt, a.action, a.outcome) for a in attempts] == [
+        (line["attempt"], line["action"], line["outcome"]) for line in written
+    ]
+    # Upgraded to today's format on reading; the file itself is never rewritten.
+    assert {a.schema_version for a in attempts} == {ATTEMPT_SCHEMA_VERSION}
+    assert all(a.job_id is None and a.process_start is None for a in attempts)
+    assert (files.dir / "attempts.jsonl").read_bytes() == (
+        RELEASE_1 / "attempts.jsonl"
+    ).read_bytes()
