@@ -27,11 +27,11 @@ import time
 from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import gepa
-from gepa.core.data_loader import DataLoader
-from gepa.core.state import GEPAState
+if TYPE_CHECKING:  # gepa is the `prompts` extra: the engine's other modules import without it
+    from gepa.core.data_loader import DataLoader
+    from gepa.core.state import GEPAState
 
 STATE_FILE = "gepa_state.bin"  # what GEPA itself reads back from run_dir to resume
 SEED_PROMPT = "Answer with the result of the arithmetic expression, as a number."
@@ -130,6 +130,8 @@ def adopt_earlier_state(run_dir: Path) -> Path | None:
 
 def optimise(params: dict[str, Any], run_dir: Path, delay_s: float) -> tuple[float, str]:
     """Run (or resume) GEPA; the best candidate's validation score and its prompt."""
+    import gepa
+
     train, val = load_data()
     result = gepa.optimize(
         seed_candidate={"system_prompt": SEED_PROMPT},
@@ -159,6 +161,12 @@ def main(argv: list[str] | None = None) -> int:
     missing = {"minibatch_size", "max_metric_calls"} - set(params)
     if missing:
         print(f"prompts: missing params: {', '.join(sorted(missing))}", file=sys.stderr)
+        return 2
+    try:
+        import gepa  # noqa: F401  (checked here, used by optimise)
+    except ImportError as exc:
+        print(f"prompts: the prompts extra is missing ({exc}); install automl-refengine[prompts]",
+              file=sys.stderr)  # fmt: skip
         return 2
     adopted = adopt_earlier_state(args.run_dir)
     if adopted is not None:
