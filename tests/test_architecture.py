@@ -30,46 +30,19 @@ FOUNDATION = {
     "values",
     "__init__",
 }
+CORE = {"foundation", "source", "requests", "environment", "experiments"}
 MAY_IMPORT = {
     "foundation": {"foundation"},
     "source": {"foundation", "source"},
     "requests": {"foundation", "source"},
     "environment": {"foundation", "source", "requests", "environment"},
-    "experiments": {"foundation", "source", "requests", "environment", "experiments"},
-    "slurm": {"foundation", "source", "requests", "environment", "experiments", "slurm"},
-    "report": {"foundation", "source", "requests", "environment", "experiments", "report"},
-    "operations": {
-        "foundation",
-        "source",
-        "requests",
-        "environment",
-        "experiments",
-        "slurm",
-        "report",
-    },
+    "experiments": CORE,
+    "slurm": CORE | {"slurm"},
+    "report": CORE | {"report"},
+    "operations": CORE | {"slurm", "report"},
     "skills": {"foundation", "skills"},
-    "faces": {
-        "foundation",
-        "source",
-        "requests",
-        "environment",
-        "experiments",
-        "slurm",
-        "report",
-        "operations",
-        "skills",
-        "faces",
-    },
-    "schemagen": {
-        "foundation",
-        "source",
-        "requests",
-        "environment",
-        "experiments",
-        "slurm",
-        "report",
-        "operations",
-    },
+    "faces": CORE | {"slurm", "report", "operations", "skills", "faces"},
+    "schemagen": CORE | {"slurm", "report", "operations"},
 }
 # Whose face lists what: commands and tools that are not operations, and why.
 CLI_ONLY_COMMANDS = {

@@ -145,20 +145,10 @@ def add_command(
     return p
 
 
-def add_operation(
-    sub: Subparsers,
-    name: str,
-    text: str,
-    *,
-    description: str | None = None,
-    example: str | None = None,
-    codes: ExitCodes = (),
-    aliases: tuple[str, ...] = (),
-) -> argparse.ArgumentParser:
-    """The subcommand of operation `name` (`operations.OPERATIONS`), run by `run_operation`."""
-    p = add_command(
-        sub, name, text, description=description, example=example, codes=codes, aliases=aliases
-    )
+def add_operation(sub: Subparsers, name: str, text: str, **help_: Any) -> argparse.ArgumentParser:
+    """The subcommand of operation `name` (`operations.OPERATIONS`), run by `run_operation`;
+    `help_` as for `add_command`."""
+    p = add_command(sub, name, text, **help_)
     p.set_defaults(handler=run_operation, operation=name)
     return p
 
