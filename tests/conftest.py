@@ -145,11 +145,22 @@ def install_main(env_dir: Path, repo: SourceRepository) -> Path:
 
 
 @pytest.fixture(scope="session")
-def shared_install(tmp_path_factory: pytest.TempPathFactory) -> tuple[SourceRepository, Path]:
-    """One source repository and one install of `main`, for tests that only read them."""
+def shared_install(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[SourceRepository, Path]]:
+    """One source repository and one install of `main`, for tests that only read them. At the
+    end of the session it must be exactly as installed (directories included), whoever used it."""
     root = tmp_path_factory.mktemp("shared-install")
     repo = new_source_repo(root / "repo")
-    return repo, install_main(root / "env", repo)
+    env = install_main(root / "env", repo)
+
+    def state() -> tuple[dict[str, str], list[Path]]:  # files, and automl-setup's own folders
+        folders = (p for p in (env / ".automl-setup").rglob("*") if p.is_dir())
+        return env_snapshot(env), sorted(folders)
+
+    before = state()
+    yield repo, env
+    assert state() == before, "a test changed the session's shared install (registered?)"
 
 
 def _shares(request: pytest.FixtureRequest) -> bool:

@@ -26,7 +26,7 @@ from typing import Any
 
 import anyio
 import pytest
-from conftest import SlurmCluster, run_cli, tree_digest
+from conftest import SlurmCluster, install_main, new_source_repo, run_cli, tree_digest
 from mcp import Client
 from test_experiments import Experiment, interrupt, launch_detached, subreaper, write_manifest
 from test_mcp_support import error_text
@@ -42,12 +42,12 @@ CLI = [sys.executable, "-m", "mcp_server.faces.cli"]
 
 
 @pytest.fixture(scope="module")
-def base_workspace(
-    tmp_path_factory: pytest.TempPathFactory, shared_install: tuple[Any, Path]
-) -> Iterator[Path]:
-    """A workspace with exp-a (interrupted: unfinished) and exp-b (completed)."""
-    env = shared_install[1]
+def base_workspace(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A workspace with exp-a (interrupted: unfinished) and exp-b (completed), bound to this
+    module's own install (launching registers them with it: the session's shared install
+    must stay as it was)."""
     root = tmp_path_factory.mktemp("watch-base")
+    env = install_main(root / "env", new_source_repo(root / "repo"))
     for reaper in subreaper():
         manifest = write_manifest(root / "a.yaml", experiment_id="exp-a", max_trials=20, sleep=0.3)
         unfinished = Experiment(manifest, root / "ws", env, "exp-a")
