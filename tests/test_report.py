@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -280,7 +281,11 @@ def test_headless_chromium_renders_the_card_and_the_plots(demo: Demo, tmp_path: 
     from selenium.webdriver.common.by import By
 
     browser, driver_path = shutil.which("chromium"), shutil.which("chromedriver")
-    assert browser and driver_path, "apt-get install chromium chromium-driver (as .ci/run does)"
+    if not (browser and driver_path):
+        missing = "apt-get install chromium chromium-driver (as .ci/run does)"
+        if os.environ.get("AUTOML_REQUIRE_BROWSER"):  # CI: a missing browser fails, never skips
+            pytest.fail(missing)
+        pytest.skip(f"no headless browser here: {missing}")
     options = webdriver.ChromeOptions()
     options.binary_location = browser
     for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1200,2400"):
