@@ -107,6 +107,20 @@ class DemoRun:
         self.say(f"\nDEMO FAILED at step {self.step}: {text}\n   files kept in {self.root}")
         return 1
 
+    @property
+    def workspace(self) -> Path:
+        return self.root / "workspace"
+
+    def launch(self, manifest: Path, env: Path, experiment_id: str) -> tuple[int, StatusQuery]:
+        """Launch detached into the demo's workspace; the engine's pid and the status query."""
+        launched = operations.launch(
+            LaunchRequest(
+                manifest=str(manifest), workspace=str(self.workspace), python=str(env), detach=True
+            )
+        )
+        self.say(f"   engine pid {launched.pid}; binding {launched.binding_path}")
+        return launched.pid, StatusQuery(experiment_id=experiment_id, workspace=str(self.workspace))
+
     def ok(self) -> int:
         elapsed = time.monotonic() - self.started
         self.say(f"\nDEMO OK in {elapsed:.1f}s; everything is in {self.root}")
@@ -139,21 +153,15 @@ def run_demo(workdir: Path | None, say: Callable[[str], None]) -> int:
 
         header("launch an experiment bound to that build, then interrupt it with SIGTERM")
         manifest = _manifest(root)
-        workspace = root / "workspace"
-        launched = operations.launch(
-            LaunchRequest(
-                manifest=str(manifest), workspace=str(workspace), python=str(env_main), detach=True
-            )
-        )
-        status_query = StatusQuery(experiment_id=EXPERIMENT_ID, workspace=str(workspace))
-        say(f"   engine pid {launched.pid}; binding {launched.binding_path}")
+        workspace = run.workspace
+        pid, status_query = run.launch(manifest, env_main, EXPERIMENT_ID)
 
         def trials_done() -> int:
             return operations.status(status_query).trials_done or 0
 
         _wait_for("two finished trials", lambda: trials_done() >= 2)
-        os.kill(launched.pid, signal.SIGTERM)
-        _wait_for("the engine to stop", lambda: _pid_gone(launched.pid))
+        os.kill(pid, signal.SIGTERM)
+        _wait_for("the engine to stop", lambda: _pid_gone(pid))
         status = operations.status(status_query)
         say(f"   after SIGTERM: state {status.state}, {status.trials_done} of {TRIALS} trials")
         if status.state != "interrupted" or (status.trials_done or 0) >= TRIALS:

@@ -29,10 +29,8 @@ from mcp_server.experiments.trials import Trial, read_trials, sft_outcomes
 from mcp_server.faces.demo import DemoFailure, DemoRun, _pid_gone, _wait_for
 from mcp_server.requests import (
     InstallRequest,
-    LaunchRequest,
     ProvenanceQuery,
     ResumeRequest,
-    StatusQuery,
 )
 from mcp_server.source.profile import EngineProfile
 from mcp_server.source.sourcerepo import (
@@ -149,14 +147,8 @@ def run_sft_demo(workdir: Path | None, say: Callable[[str], None]) -> int:
 
         header("launch the SFT experiment; SIGTERM during the second candidate")
         manifest, experiment_id = example_manifest(root)
-        workspace = root / "workspace"
-        launched = operations.launch(
-            LaunchRequest(
-                manifest=str(manifest), workspace=str(workspace), python=str(env), detach=True
-            )
-        )
-        query = StatusQuery(experiment_id=experiment_id, workspace=str(workspace))
-        say(f"   engine pid {launched.pid}; binding {launched.binding_path}")
+        workspace = run.workspace
+        pid, query = run.launch(manifest, env, experiment_id)
 
         def second_running() -> bool:
             return any(
@@ -164,8 +156,8 @@ def run_sft_demo(workdir: Path | None, say: Callable[[str], None]) -> int:
             )
 
         _wait_for("the second candidate to start", second_running)
-        os.kill(launched.pid, signal.SIGTERM)
-        _wait_for("the engine to stop", lambda: _pid_gone(launched.pid))
+        os.kill(pid, signal.SIGTERM)
+        _wait_for("the engine to stop", lambda: _pid_gone(pid))
         status = operations.status(query)
         say(f"   after SIGTERM: state {status.state}, {status.trials_done} of 2 candidates done")
         if status.state != "interrupted" or status.trials_done != 1:
