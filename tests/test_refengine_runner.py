@@ -160,14 +160,23 @@ def test_trial_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
 
 
 def test_total_timeout_stops_the_experiment(tmp_path: Path) -> None:
+    # The first trial succeeds at once; the second cannot finish inside the budget, so it is
+    # the one cut short (short trials could end just before the deadline: a race, not a test).
+    script = (
+        "import json, sys, time\n"
+        "if not sys.argv[1].endswith('-00000'): time.sleep(30)\n"
+        "json.dump(dict(loss=1.0), open('metrics.json', 'w'))\n"
+    )
+    argv = ["{python}", "-c", script, "{trial_dir}"]
     manifest = write_manifest(
-        tmp_path / "m.yaml", manifest_data(max_trials=50, sleep=0.4, total_timeout_s=1.5)
+        tmp_path / "m.yaml", manifest_data(max_trials=50, argv=argv, total_timeout_s=1.5)
     )
     code, result = run(manifest, tmp_path / "ws")
     report = result["status"]
     assert code == 0, result
     assert report["stop_reason"] == "total_timeout"
-    assert 1 <= report["trials_done"] < 50
+    assert report["trials_done"] == 2
+    assert report["trials_succeeded"] == 1
     assert 1.5 <= report["elapsed_s"] < 4
     # The trial cut short by the total timeout counts as a failed trial.
     assert events(tmp_path / "ws", "trial_finished")[-1]["reason"] == "total_timeout"
