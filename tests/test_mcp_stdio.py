@@ -14,9 +14,11 @@ from typing import Any
 
 import pytest
 import test_mcp_support as support
+import yaml
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.types import jsonrpc_message_adapter
+from refengine_helpers import holdable, holding
 
 from mcp_server.environment.install import STEPS
 from mcp_server.operations import OPERATIONS
@@ -71,6 +73,10 @@ async def test_install_launch_interrupt_resume_over_stdio(
     wire = Wire(tmp_path)
     env, workspace = tmp_path / "env", tmp_path / "ws"
     manifest = support.write_manifest(tmp_path, "stdio-exp", max_trials=6, sleep=0.4)
+    hold = tmp_path / "hold"
+    data = yaml.safe_load(manifest.read_text())
+    data["workload"]["argv"] = holdable(data["workload"]["argv"], hold)
+    manifest.write_text(yaml.safe_dump(data, sort_keys=False))
     ids = {"experiment_id": "stdio-exp", "workspace": str(workspace)}
     python, engine = str(env), support.engine_args(source_repo)
     progress = support.ProgressLog()
@@ -93,18 +99,20 @@ async def test_install_launch_interrupt_resume_over_stdio(
         assert checked["verified"] is True
 
         launch = {"manifest": str(manifest), "workspace": str(workspace), "python": python}
-        started = await support.call_ok(client, "launch_experiment", launch)
 
         async def status() -> dict[str, Any]:
             return await support.call_ok(client, "status_experiment", ids)
 
-        await support.wait_for_state(
-            status, lambda s: s["state"] == "running" and (s["trials_done"] or 0) >= 1
-        )
-        os.kill(started["pid"], signal.SIGTERM)  # an interruption of the detached engine
-        stopped = await support.wait_for_state(
-            status, lambda s: s["state"] == "interrupted" and not s["controller_running"]
-        )
+        # The second trial cannot finish before the SIGTERM: it lands on a running engine.
+        with holding(hold, 1):
+            started = await support.call_ok(client, "launch_experiment", launch)
+            await support.wait_for_state(
+                status, lambda s: s["state"] == "running" and (s["trials_done"] or 0) >= 1
+            )
+            os.kill(started["pid"], signal.SIGTERM)  # an interruption of the detached engine
+            stopped = await support.wait_for_state(
+                status, lambda s: s["state"] == "interrupted" and not s["controller_running"]
+            )
         assert stopped["trials_done"] < 6
 
         resumed = await support.call_ok(
@@ -162,6 +170,21 @@ async def test_automl_setup_mcp_subcommand_serves_the_modern_protocol(
     # 2026-07-28: the question comes back inside the tools/call result (input_required).
     assert any("inputRequests" in m.get("result", {}) for m in messages)
     assert any(m.get("method") == "notifications/progress" for m in messages)
+
+
+async def test_the_lists_before_the_first_call_are_the_lists_after_it(tmp_path: Path) -> None:
+    """Before any call the server answers the lists from its committed catalog; the first call
+    registers the tools themselves. A client must not see a difference."""
+    wire = Wire(tmp_path)
+    async with serve([str(BIN / "automl-setup-mcp")], wire, "legacy") as client:
+        tools = (await client.list_tools()).tools
+        templates = (await client.list_resource_templates()).resource_templates
+        bad = await client.call_tool("resolve_branch", {"branch": "a..b"})
+        tools_after = (await client.list_tools()).tools
+        templates_after = (await client.list_resource_templates()).resource_templates
+    assert support.error_text(bad, "resolve_branch").startswith("validate branch: 'a..b'")
+    assert len(tools) == len(OPERATIONS) and len(templates) == 6
+    assert tools == tools_after and templates == templates_after
 
 
 async def test_committed_mcp_json_starts_the_server(tmp_path: Path) -> None:

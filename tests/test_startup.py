@@ -20,6 +20,8 @@ from conftest import profile_args
 from refengine_helpers import manifest_data, write_manifest
 
 from mcp_server.errors import SetupError
+from mcp_server.faces.mcp_app import CATALOG_PATH
+from mcp_server.faces.mcp_catalog import live_catalog, render
 from mcp_server.procwait import wait_exit
 from mcp_server.source.gitsource import run_git
 from mcp_server.source.sourcerepo import REFERENCE_DISTRIBUTION, SourceRepository
@@ -99,6 +101,7 @@ def test_closed_tool_schemas_equal_the_ones_regenerated_from_the_strict_models()
     it (start-up time): it must be exactly what the strict argument model generates."""
     from mcp_server.faces.server import server
 
+    server.register_now()
     tools = server._tool_manager.list_tools()
     assert tools
     for tool in tools:
@@ -106,6 +109,27 @@ def test_closed_tool_schemas_equal_the_ones_regenerated_from_the_strict_models()
         assert strict.model_config.get("extra") == "forbid", tool.name
         assert tool.parameters == strict.model_json_schema(by_alias=True), tool.name
         assert json.dumps(tool.parameters).count('"additionalProperties": false') >= 1
+
+
+def test_the_mcp_servers_start_imports_none_of_the_areas_behind_its_tools() -> None:
+    """Until a call needs them, the server lists its tools from the committed catalog, so its
+    start imports the SDK and the runtime, not the 21 tools' areas, results and renderers."""
+    code = "import sys, mcp_server.faces.server; print(' '.join(sorted(sys.modules)))"
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    ours = [m for m in proc.stdout.split() if m.startswith("mcp_server.")]
+    assert "mcp_server.faces.mcp_app" in ours  # the server itself was imported
+    areas = ("environment", "experiments", "slurm", "report", "source", "operations")
+    late = [f"mcp_server.{area}" for area in areas] + ["mcp_server.faces.tools_"]
+    assert [m for m in ours if m.startswith(tuple(late))] == [], ours
+    assert "mcp_server.faces.messages" not in ours
+
+
+def test_the_committed_mcp_catalog_is_what_the_registered_tools_publish() -> None:
+    assert CATALOG_PATH.read_text(encoding="utf-8") == render(live_catalog()), (
+        f"{CATALOG_PATH} is stale: run `python -m mcp_server.faces.mcp_catalog` and commit it"
+    )
 
 
 def test_wait_exit_returns_the_status_and_times_out_like_popen_wait() -> None:
@@ -131,13 +155,16 @@ def test_a_git_past_its_timeout_is_stopped_with_its_helpers(
     pids = tmp_path / "pids"
     shim = tmp_path / "bin" / "git"
     shim.parent.mkdir()
+    # The pids first, with builtins only; the timeout leaves a slow machine seconds for that.
     shim.write_text(f'#!/bin/sh\nsleep 60 &\necho $$ $! > "{pids}"\nwait\n')
     shim.chmod(0o755)
     monkeypatch.setenv("PATH", f"{shim.parent}{os.pathsep}{os.environ['PATH']}")
     with pytest.raises(SetupError) as caught:
-        run_git(["fetch"], step="fetch", timeout=1.0)
-    assert "git took longer than 1 s and was stopped" in caught.value.cause
-    for pid in map(int, pids.read_text().split()):
+        run_git(["fetch"], step="fetch", timeout=3.0)
+    assert "git took longer than 3 s and was stopped" in caught.value.cause
+    started = [int(pid) for pid in pids.read_text().split()]
+    assert len(started) == 2, started  # git and its helper: else nothing below is checked
+    for pid in started:
         assert not alive(pid), pid
 
 

@@ -23,7 +23,6 @@ from mcp.types import ToolAnnotations
 from pydantic import ConfigDict
 
 from mcp_server.errors import InvalidInput, SetupError
-from mcp_server.faces.remedies import tool_error_text
 from mcp_server.redact import redact_text
 
 log = logging.getLogger("automl_setup.mcp")
@@ -152,6 +151,8 @@ async def run(ctx: Context, work: Callable[[], T], tracker: MonotonicProgress | 
     finally:
         SERVING.in_flight -= 1
     if isinstance(failure, SetupError):
+        from mcp_server.faces.remedies import tool_error_text  # imports every operation
+
         raise ToolError(tool_error_text(failure)) from None
     if failure is not None:
         raise failure  # unexpected: the SDK logs it to stderr and tells the client nothing

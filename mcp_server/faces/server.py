@@ -1,7 +1,8 @@
 """`automl-setup-mcp`: the MCP face. Every tool builds the request of its operation
 (`mcp_server.operations`), calls it, and returns its result with the text the CLI prints for it.
 The server instance and the reply helper are `mcp_app.py`, the tools `tools_*.py` (one module per
-area, imported here so that they register), the runtime (progress, errors, shutdown)
+area, registered by the first call that needs them: until then the server lists its tools
+from the committed catalog, `mcp_catalog.py`), the runtime (progress, errors, shutdown)
 `mcp_runtime.py`, the resource templates `mcp_resources.py`.
 
 stdout carries JSON-RPC only: the SDK's stdio transport points fd 1 at stderr while it serves,
@@ -10,21 +11,13 @@ the core sends git, uv and engine output to log files or captures it, and loggin
 
 from __future__ import annotations
 
+import importlib
 import logging
 import sys
 
 import anyio
 
-from mcp_server.faces import (
-    tools_engine,
-    tools_experiments,
-    tools_report,
-    tools_slurm,
-    tools_slurm_watch,
-    tools_store,
-)
 from mcp_server.faces.mcp_app import server
-from mcp_server.faces.mcp_resources import register
 from mcp_server.faces.mcp_runtime import (
     RedactingFormatter,
     forbid_unknown_arguments,
@@ -33,19 +26,28 @@ from mcp_server.faces.mcp_runtime import (
     tidy_descriptions,
 )
 
-# Every module that registers tools.
+# Every module that registers tools, in the order they are listed.
 TOOL_MODULES = (
-    tools_engine,
-    tools_experiments,
-    tools_report,
-    tools_store,
-    tools_slurm_watch,
-    tools_slurm,
+    "tools_engine",
+    "tools_experiments",
+    "tools_report",
+    "tools_slurm",
+    "tools_slurm_watch",
+    "tools_store",
 )
 
-forbid_unknown_arguments(server)
-register(server)  # the resource templates (faces/mcp_resources.py)
-tidy_descriptions(server)
+
+def register_tools_and_resources() -> None:
+    for name in TOOL_MODULES:
+        importlib.import_module(f"mcp_server.faces.{name}")
+    from mcp_server.faces.mcp_resources import register
+
+    forbid_unknown_arguments(server)
+    register(server)  # the resource templates (faces/mcp_resources.py)
+    tidy_descriptions(server)
+
+
+server.register_on_first_use(register_tools_and_resources)
 
 
 # --------------------------------------------------------------------------------------------
