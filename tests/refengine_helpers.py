@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,43 @@ FAIL_ON_BAD = (
     "if p['opt'] == 'bad': sys.exit(3)\n"
     "json.dump(dict(loss=p['x']), open('metrics.json', 'w'))\n"
 )
+
+# Runs the rest of its argv (exec: same pid) unless the hold file names an index at or below
+# its trial's: then it waits until the file is gone or names a higher one. See `holding`.
+# No braces: the engine expands {name} in every argument.
+_HOLD = (
+    "import os, sys, time\n"
+    "hold, index = sys.argv[1], int(sys.argv[2].rsplit('-', 1)[1])\n"
+    "while True:\n"
+    "    try:\n"
+    "        first = open(hold).read().strip()\n"
+    "    except FileNotFoundError:\n"
+    "        break\n"
+    "    if first.isdigit() and index < int(first):\n"
+    "        break\n"
+    "    time.sleep(0.02)\n"
+    "os.execv(sys.argv[3], sys.argv[3:])\n"
+)
+
+
+def holdable(argv: list[str], hold: Path) -> list[str]:
+    """A workload argv (starting with "{python}") whose trials `holding(hold, ...)` can hold.
+    The manifest stays the same whatever is held, so a resume accepts it."""
+    assert argv[0] == "{python}", argv
+    return ["{python}", "-c", _HOLD, str(hold), "{trial_dir}", *argv]
+
+
+@contextlib.contextmanager
+def holding(hold: Path, first: int) -> Iterator[None]:
+    """Inside the block, trials from index `first` on cannot finish: an engine interrupted
+    there is surely mid-trial, however slow the machine (`hold.write_text(str(k))` inside moves
+    the boundary to k). The hold is gone after the block, even on failure, so no held trial
+    outlives the test."""
+    hold.write_text(str(first))  # a reader that sees it empty keeps waiting
+    try:
+        yield
+    finally:
+        hold.unlink(missing_ok=True)
 
 
 def engine_env(**extra: str) -> dict[str, str]:

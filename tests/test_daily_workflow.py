@@ -17,6 +17,7 @@ import anyio
 import pytest
 from conftest import CliResult, engine_marker, run_cli
 from mcp import Client
+from refengine_helpers import holding
 from test_experiments import Reaper, subreaper, wait_for, write_manifest
 from test_mcp_roots import Roots
 from test_mcp_support import call_ok
@@ -97,23 +98,26 @@ def test_the_skill_steps_on_the_command_line_with_only_a_project_file(
     assert _json(cli("verify", "--json"))["status"] == "verified"
 
     # 6. Launch, watch, read the log, stop, resume with the command status gives, finish.
-    manifest = write_manifest(project / "m.yaml", experiment_id="daily", max_trials=12)
-    started = _json(cli("launch", "--manifest", str(manifest), "--detach", "--json"))
-    reaper.adopt(started["pid"])
-    assert started["engine_commit"] == resolved["commit"]
+    hold = tmp_path / "hold"
+    manifest = write_manifest(project / "m.yaml", experiment_id="daily", max_trials=12, hold=hold)
     ids = ("--experiment-id", "daily")
 
     def status() -> Any:
         return _json(cli("status", *ids, "--json"))
 
-    wait_for("a finished trial", lambda: (status()["trials_done"] or 0) >= 1)
-    running = status()
-    assert running["planned_trials"] == 12 and running["trials"]
-    log = _json(cli("logs", *ids, "--json"))
-    assert log["source"] == "attempt" and "trial 00000" in log["text"]
-    stopped = _json(cli("stop", *ids, "--json"))
-    assert stopped["stopped"] and stopped["state"] == "interrupted"
-    assert reaper.reap(started["pid"]) == 143
+    # The second trial cannot finish before `stop`: the engine is surely still running then.
+    with holding(hold, 1):
+        started = _json(cli("launch", "--manifest", str(manifest), "--detach", "--json"))
+        reaper.adopt(started["pid"])
+        assert started["engine_commit"] == resolved["commit"]
+        wait_for("a finished trial", lambda: (status()["trials_done"] or 0) >= 1)
+        running = status()
+        assert running["planned_trials"] == 12 and running["trials"]
+        log = _json(cli("logs", *ids, "--json"))
+        assert log["source"] == "attempt" and "trial 00000" in log["text"]
+        stopped = _json(cli("stop", *ids, "--json"))
+        assert stopped["stopped"] and stopped["state"] == "interrupted"
+        assert reaper.reap(started["pid"]) == 143
 
     interrupted = status()
     assert interrupted["state"] == "interrupted"
@@ -149,7 +153,8 @@ async def test_the_skill_steps_through_the_mcp_client_rooted_at_the_project(
     repo.commit_engine("dev/next", base="main", marker="dev-next-1")
     project = _project(tmp_path, repo)
     env, workspace = project / ".venv-train", project / "runs"
-    manifest = write_manifest(project / "m.yaml", experiment_id="daily", max_trials=12)
+    hold = tmp_path / "hold"
+    manifest = write_manifest(project / "m.yaml", experiment_id="daily", max_trials=12, hold=hold)
     roots = Roots(project, repo.bare)
     ids = {"experiment_id": "daily", "workspace": str(workspace)}
 
@@ -169,11 +174,6 @@ async def test_the_skill_steps_through_the_mcp_client_rooted_at_the_project(
         )
         assert installed["record"]["source"]["requested_ref"] == "refs/heads/main"
         assert (await call_ok(client, "verify_engine", {"python": str(env)}))["verified"]
-        started = await call_ok(
-            client,
-            "launch_experiment",
-            {"manifest": str(manifest), "workspace": str(workspace), "python": str(env)},
-        )
 
         async def until(what: str, check: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
             for _ in range(1500):
@@ -183,12 +183,19 @@ async def test_the_skill_steps_through_the_mcp_client_rooted_at_the_project(
                 await anyio.sleep(0.02)
             raise AssertionError(f"timed out waiting for {what}")
 
-        await until("a finished trial", lambda s: (s["trials_done"] or 0) >= 1)
-        log = await call_ok(client, "logs_experiment", ids)
-        assert "trial 00000" in log["text"]
-        stopped = await call_ok(client, "stop_experiment", ids)
-        assert stopped["stopped"] and stopped["state"] == "interrupted"
-        assert stopped["pid"] == started["pid"]
+        # The second trial cannot finish before the stop: the engine is surely still running.
+        with holding(hold, 1):
+            started = await call_ok(
+                client,
+                "launch_experiment",
+                {"manifest": str(manifest), "workspace": str(workspace), "python": str(env)},
+            )
+            await until("a finished trial", lambda s: (s["trials_done"] or 0) >= 1)
+            log = await call_ok(client, "logs_experiment", ids)
+            assert "trial 00000" in log["text"]
+            stopped = await call_ok(client, "stop_experiment", ids)
+            assert stopped["stopped"] and stopped["state"] == "interrupted"
+            assert stopped["pid"] == started["pid"]
         again = await call_ok(
             client,
             "resume_experiment",

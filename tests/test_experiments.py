@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 import yaml
 from conftest import engine_marker, env_snapshot, profile_args, run_cli, tree_digest
+from refengine_helpers import holdable, holding
 
 from mcp_server.source.sourcerepo import (
     REFERENCE_DISTRIBUTION,
@@ -49,15 +50,21 @@ def manifest_data(
     max_trials: int = 4,
     sleep: float = 0.2,
     total_timeout_s: float = 300.0,
+    hold: Path | None = None,
 ) -> dict[str, Any]:
-    """A small random search over the quadratic workload of the installed engine."""
-    return quadratic_manifest(
+    """A small random search over the quadratic workload of the installed engine (its trials
+    holdable by `hold`, if given). Holding never changes a result: the loss depends only on
+    the params."""
+    data = quadratic_manifest(
         experiment_id,
         seed=seed,
         max_trials=max_trials,
         sleep=sleep,
         total_timeout_s=total_timeout_s,
     )
+    if hold is not None:
+        data["workload"]["argv"] = holdable(data["workload"]["argv"], hold)
+    return data
 
 
 def write_manifest(path: Path, **kwargs: Any) -> Path:
@@ -88,6 +95,7 @@ class Experiment:
     workspace: Path
     env: Path
     experiment_id: str = EXP
+    hold: Path | None = None  # the hold file its manifest's trials obey (see `holding`)
 
     @property
     def engine_dir(self) -> Path:
@@ -220,9 +228,15 @@ def interrupt(exp: Experiment, reaper: Reaper, pid: int, *, after_trials: int = 
 def make_interrupted(
     tmp_path: Path, env: Path, reaper: Reaper, *, after_trials: int = 1, **manifest: Any
 ) -> Experiment:
-    exp = Experiment(write_manifest(tmp_path / "manifest.yaml", **manifest), tmp_path / "ws", env)
-    pid = launch_detached(exp, reaper)
-    interrupt(exp, reaper, pid, after_trials=after_trials)
+    """Launched, then SIGTERMed once `after_trials` trials finished. The next trial is held
+    until then, so the engine is surely still running (exit 143, not 0) however slow the
+    machine; the hold is gone when this returns, and `exp.hold` can hold a resume."""
+    hold = tmp_path / "hold"
+    path = write_manifest(tmp_path / "manifest.yaml", hold=hold, **manifest)
+    exp = Experiment(path, tmp_path / "ws", env, hold=hold)
+    with holding(hold, after_trials):
+        pid = launch_detached(exp, reaper)
+        interrupt(exp, reaper, pid, after_trials=after_trials)
     assert exp.status()["state"] == "interrupted"
     return exp
 

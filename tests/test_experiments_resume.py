@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import engine_marker, env_snapshot, profile_args, run_cli, tree_digest
+from refengine_helpers import holding
 from test_experiments import (
     EXP,
     Experiment,
@@ -74,11 +75,12 @@ def assert_same_end(resumed: Experiment, uninterrupted: Experiment) -> None:
 def test_sigterm_then_resume_ends_like_an_uninterrupted_run(
     tmp_path: Path, installed_env: Path, reaper: Reaper
 ) -> None:
-    exp = Experiment(
-        write_manifest(tmp_path / "manifest.yaml", **EQUIVALENCE), tmp_path / "ws", installed_env
-    )
-    pid = launch_detached(exp, reaper)
-    interrupt(exp, reaper, pid, after_trials=2)  # the engine saved its state and exited 143
+    hold = tmp_path / "hold"
+    manifest = write_manifest(tmp_path / "manifest.yaml", hold=hold, **EQUIVALENCE)
+    exp = Experiment(manifest, tmp_path / "ws", installed_env)
+    with holding(hold, 2):  # the third trial cannot end first: SIGTERM lands mid-run
+        pid = launch_detached(exp, reaper)
+        interrupt(exp, reaper, pid, after_trials=2)  # the engine saved its state and exited 143
     stopped = exp.status()
     assert stopped["state"] == "interrupted"
     assert 2 <= stopped["trials_done"] < EQUIVALENCE["max_trials"]
@@ -101,21 +103,23 @@ def test_sigterm_then_resume_ends_like_an_uninterrupted_run(
 def test_sigkill_of_the_engine_group_then_resume_ends_like_an_uninterrupted_run(
     tmp_path: Path, installed_env: Path, reaper: Reaper
 ) -> None:
-    exp = Experiment(
-        write_manifest(tmp_path / "manifest.yaml", **EQUIVALENCE), tmp_path / "ws", installed_env
-    )
-    pid = launch_detached(exp, reaper)
-    assert os.getpgid(pid) == pid == os.getsid(pid)  # detached: its own session and group
+    hold = tmp_path / "hold"
+    manifest = write_manifest(tmp_path / "manifest.yaml", hold=hold, **EQUIVALENCE)
+    exp = Experiment(manifest, tmp_path / "ws", installed_env)
 
     def trial_in_flight() -> bool:
         return exp.trials_done() >= 1 and exp.engine_events()[-1]["event"] == "trial_started"
 
-    wait_for("a trial in flight after the first finished", trial_in_flight)
-    orphan = exp.engine_events("trial_started")[-1]
-    os.killpg(pid, signal.SIGKILL)
-    assert reaper.reap(pid) == -signal.SIGKILL
+    with holding(hold, 1):  # the second trial stays in flight until the group is killed
+        pid = launch_detached(exp, reaper)
+        assert os.getpgid(pid) == pid == os.getsid(pid)  # detached: its own session and group
+        wait_for("a trial in flight after the first finished", trial_in_flight)
+        orphan = exp.engine_events("trial_started")[-1]
+        os.killpg(pid, signal.SIGKILL)
+        assert reaper.reap(pid) == -signal.SIGKILL
     # The trial runs in its own group, so it outlives its controller; it is adopted by the
-    # test (subreaper) and finishes its sleep. The engine refuses to resume while it lives.
+    # test (subreaper) and, released, finishes its sleep. The engine refuses to resume while
+    # it lives.
     reaper.adopt(orphan["pgid"])
     reaper.reap(orphan["pgid"])
     killed = exp.status()
@@ -164,31 +168,34 @@ def concurrent_resumes(exp: Experiment, count: int, *extra: str) -> list[tuple[i
 def test_twenty_concurrent_resumes_exactly_one_proceeds(
     tmp_path: Path, installed_env: Path, reaper: Reaper
 ) -> None:
-    # Seven trials of 1 s remain: far longer than it takes all twenty to reach the lock.
-    exp = make_interrupted(tmp_path, installed_env, reaper, max_trials=8, sleep=1.0)
+    exp = make_interrupted(tmp_path, installed_env, reaper, max_trials=8, sleep=0.2)
+    assert exp.hold is not None
     lines_before = len(exp.attempts())
 
-    outputs = concurrent_resumes(exp, CONCURRENT, "--detach", "--json")
+    # The winner's engine holds its first trial (the re-run of trial 1) until all twenty have
+    # answered, so a late loser always finds the lock taken, however slow the machine.
+    with holding(exp.hold, 1):
+        outputs = concurrent_resumes(exp, CONCURRENT, "--detach", "--json")
 
-    winners = [out for code, out, _err in outputs if code == 0]
-    losers = [(code, err) for code, _out, err in outputs if code != 0]
-    assert len(winners) == 1, [(code, err[-300:]) for code, _o, err in outputs]
-    assert len(losers) == CONCURRENT - 1
-    for code, err in losers:
-        assert code == 1, err
-        assert f"another controller holds the lock of experiment {EXP}" in err
-    pid = reaper.adopt(json.loads(winners[0])["pid"])
-    # The premise: the winner's engine was still running when the last loser gave up.
-    assert os.waitpid(pid, os.WNOHANG) == (0, 0), "the engine ended before all 20 tried"
+        winners = [out for code, out, _err in outputs if code == 0]
+        losers = [(code, err) for code, _out, err in outputs if code != 0]
+        assert len(winners) == 1, [(code, err[-300:]) for code, _o, err in outputs]
+        assert len(losers) == CONCURRENT - 1
+        for code, err in losers:
+            assert code == 1, err
+            assert f"another controller holds the lock of experiment {EXP}" in err
+        pid = reaper.adopt(json.loads(winners[0])["pid"])
+        # The premise: the winner's engine was still running when the last loser gave up.
+        assert os.waitpid(pid, os.WNOHANG) == (0, 0), "the engine ended before all 20 tried"
 
-    new = exp.attempts()[lines_before:]
-    assert len(new) == CONCURRENT
-    assert {a["action"] for a in new} == {"resume"}
-    accepted = [a for a in new if a["outcome"] == "accepted"]
-    refused = [a for a in new if a["outcome"] == "refused"]
-    assert len(accepted) == 1 and accepted[0]["pid"] == pid
-    assert len(refused) == CONCURRENT - 1
-    assert all("another controller holds the lock" in a["reason"] for a in refused)
+        new = exp.attempts()[lines_before:]
+        assert len(new) == CONCURRENT
+        assert {a["action"] for a in new} == {"resume"}
+        accepted = [a for a in new if a["outcome"] == "accepted"]
+        refused = [a for a in new if a["outcome"] == "refused"]
+        assert len(accepted) == 1 and accepted[0]["pid"] == pid
+        assert len(refused) == CONCURRENT - 1
+        assert all("another controller holds the lock" in a["reason"] for a in refused)
 
     assert reaper.reap(pid, timeout=120) == 0
     status = exp.status()
@@ -360,9 +367,13 @@ def test_resume_in_a_recreated_environment_binds_the_experiment_to_it(
     install_cmd, _resume_cmd = recreate_commands(binding, exp.manifest)
     assert run_cli(*shlex.split(install_cmd)[1:]).code == 0
     new_env = Path(shlex.split(install_cmd)[-2])
-    exp_there = Experiment(exp.manifest, exp.workspace, new_env)
-    pid = launch_detached_resume(exp_there, reaper)
-    interrupt(exp_there, reaper, pid, after_trials=exp.trials_done() + 1)
+    assert exp.hold is not None
+    exp_there = Experiment(exp.manifest, exp.workspace, new_env, hold=exp.hold)
+    after = exp.trials_done() + 1
+    # One more trial finishes there; the next cannot, so SIGTERM surely lands mid-run.
+    with holding(exp.hold, after):
+        pid = launch_detached_resume(exp_there, reaper)
+        interrupt(exp_there, reaper, pid, after_trials=after)
     assert exp_there.status()["state"] == "interrupted"
 
     before = env_snapshot(new_env)

@@ -297,19 +297,22 @@ def test_kill_while_uv_is_installing(
 ) -> None:
     before = env_snapshot(installed_env)
     history_before = history_lines(installed_env)
-    run = Install(source_repo, installed_env, tmp_path)
+    # The pause right after uv is a backstop: a uv too quick for the /proc polling to see, or
+    # one that ends in the moment before the kill, leaves the install there, killed before any
+    # later step, not gone on to finish.
+    run = Install(source_repo, installed_env, tmp_path, pause_at="uv-installed")
     uv = uv_binary()
     deadline = time.monotonic() + 180
-    while True:
+    while not run.marker.exists():
         commands = group_commands(run.proc.pid)
         if any(c.startswith(uv) and " pip install " in c for c in commands):
+            time.sleep(0.05)  # let uv get to changing the environment
             break
         if run.proc.poll() is not None:
-            pytest.fail(f"the install finished before uv was seen running:\n{run.log()}")
+            pytest.fail(f"the install exited before uv was seen running:\n{run.log()}")
         if time.monotonic() > deadline:
             run.kill()
             pytest.fail("uv pip install never started")
-    time.sleep(0.05)
     run.kill()
     deadline = time.monotonic() + 10
     while group_commands(run.proc.pid) and time.monotonic() < deadline:

@@ -28,9 +28,31 @@ EXP = "prompts"
 HISTORY = ".automl-setup/history.jsonl"
 
 
-def prompts_manifest(path: Path) -> Path:
-    """Two GEPA trials (80 and 30 metric calls of 10 ms); the first is interrupted."""
-    argv = ["{python}", "-m", "automl_refengine.workloads.prompts", "--params", "{params_json}"]
+# Runs the GEPA workload (argv from the 3rd on), but while the file argv[1] exists, every task
+# model call made once GEPA has saved three candidates waits: the trial interrupted there
+# cannot end first, however slow the machine. Without the file it is the workload unchanged.
+HOLD_AT_THIRD_CANDIDATE = (
+    "import json, os, sys, time\n"
+    "from pathlib import Path\n"
+    "from automl_refengine.workloads import prompts\n"
+    "hold, saved = sys.argv[1], Path(sys.argv[2], 'gepa', 'candidates.json')\n"
+    "call = prompts.TaskModel.__call__\n"
+    "def at_third():\n"
+    "    return saved.exists() and len(json.loads(saved.read_bytes())) >= 3\n"
+    "def held(self, messages):\n"
+    "    while os.path.exists(hold) and at_third():\n"
+    "        time.sleep(0.02)\n"
+    "    return call(self, messages)\n"
+    "prompts.TaskModel.__call__ = held\n"
+    "sys.exit(prompts.main(sys.argv[3:]))\n"
+)
+
+
+def prompts_manifest(path: Path, hold: Path) -> Path:
+    """Two GEPA trials (80 and 30 metric calls of 10 ms); the first is interrupted, held at
+    its third candidate while `hold` exists."""
+    argv = ["{python}", "-c", HOLD_AT_THIRD_CANDIDATE, str(hold), "{trial_dir}"]
+    argv += ["--params", "{params_json}"]
     argv += ["--out", "{trial_dir}/metrics.json", "--run-dir", "{trial_dir}/gepa"]
     data: dict[str, Any] = {
         "search": {
@@ -105,7 +127,9 @@ def test_gepa_workload_resumes_from_gepa_state_to_the_uninterrupted_best(
     assert verify.code == 0, verify.output
     assert f"watched: gepa {GEPA_PIN}, torch" in verify.stdout
 
-    manifest = prompts_manifest(tmp_path / "prompts.yaml")
+    hold = tmp_path / "hold"
+    hold.touch()
+    manifest = prompts_manifest(tmp_path / "prompts.yaml", hold)
     exp = Experiment(manifest, tmp_path / "ws", env, EXP)
     pid = launch_detached(exp, reaper)
     trial = exp.engine_dir / "trial-00000"
@@ -115,6 +139,7 @@ def test_gepa_workload_resumes_from_gepa_state_to_the_uninterrupted_best(
     assert state.is_file()
     os.kill(pid, signal.SIGTERM)
     assert reaper.reap(pid) == 143
+    hold.unlink()  # the resumed trial and the baseline run unheld
     assert exp.status()["state"] == "interrupted"
     assert not (trial / "metrics.json").exists()
 

@@ -8,11 +8,14 @@ import signal
 from pathlib import Path
 
 import pytest
+import yaml
 from refengine_helpers import (
     FAIL_ON_BAD,
     engine,
     events,
     example_manifest,
+    holdable,
+    holding,
     ledger,
     manifest_data,
     plan_json,
@@ -145,15 +148,17 @@ def test_trial_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
         "time.sleep(60)\n"
     )
     argv = ["{python}", "-c", code]
+    # Long enough for a loaded machine to start the trial and write child.pid before it is
+    # killed; how short the timeout is does not matter here.
     manifest = write_manifest(
-        tmp_path / "m.yaml", manifest_data(max_trials=2, trial_timeout_s=0.8, argv=argv)
+        tmp_path / "m.yaml", manifest_data(max_trials=2, trial_timeout_s=3, argv=argv)
     )
     exit_code, result = run(manifest, tmp_path / "ws")
     assert exit_code == 1
     assert result["status"]["trials_failed"] == 2
     finished = events(tmp_path / "ws", "trial_finished")
     assert [e["reason"] for e in finished] == ["trial_timeout", "trial_timeout"]
-    assert all(e["duration_s"] < 5 for e in finished)
+    assert all(e["duration_s"] < 8 for e in finished)
     for index in (0, 1):
         child = int((tmp_path / "ws" / "exp" / f"trial-{index:05d}" / "child.pid").read_text())
         wait_for(lambda child=child: not Path(f"/proc/{child}").exists(), timeout=5)
@@ -162,6 +167,7 @@ def test_trial_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
 def test_total_timeout_stops_the_experiment(tmp_path: Path) -> None:
     # The first trial succeeds at once; the second cannot finish inside the budget, so it is
     # the one cut short (short trials could end just before the deadline: a race, not a test).
+    # The budget leaves a loaded machine seconds to start and finish trial 0.
     script = (
         "import json, sys, time\n"
         "if not sys.argv[1].endswith('-00000'): time.sleep(30)\n"
@@ -169,7 +175,7 @@ def test_total_timeout_stops_the_experiment(tmp_path: Path) -> None:
     )
     argv = ["{python}", "-c", script, "{trial_dir}"]
     manifest = write_manifest(
-        tmp_path / "m.yaml", manifest_data(max_trials=50, argv=argv, total_timeout_s=1.5)
+        tmp_path / "m.yaml", manifest_data(max_trials=50, argv=argv, total_timeout_s=4)
     )
     code, result = run(manifest, tmp_path / "ws")
     report = result["status"]
@@ -177,7 +183,7 @@ def test_total_timeout_stops_the_experiment(tmp_path: Path) -> None:
     assert report["stop_reason"] == "total_timeout"
     assert report["trials_done"] == 2
     assert report["trials_succeeded"] == 1
-    assert 1.5 <= report["elapsed_s"] < 4
+    assert 4 <= report["elapsed_s"] < 7
     # The trial cut short by the total timeout counts as a failed trial.
     assert events(tmp_path / "ws", "trial_finished")[-1]["reason"] == "total_timeout"
 
@@ -265,12 +271,19 @@ def test_cancel_of_an_interrupted_experiment_is_recorded_directly(tmp_path: Path
 @pytest.fixture
 def interrupted(tmp_path: Path) -> tuple[Path, Path]:
     """An experiment stopped by SIGTERM after one finished trial: (workspace, manifest)."""
-    manifest = write_manifest(tmp_path / "m.yaml", manifest_data(max_trials=3, sleep=0.2))
+    # Trial 1 is held so the signal surely lands while it runs; a resume runs to the end.
+    hold = tmp_path / "hold"
+    data = manifest_data(max_trials=3, sleep=0.2)
+    data["workload"]["argv"] = holdable(data["workload"]["argv"], hold)
+    manifest = write_manifest(tmp_path / "m.yaml", data)
     workspace = tmp_path / "ws"
-    controller = start_engine("run", "--manifest", manifest, "--workspace", workspace, "--approve")
-    wait_for(lambda: trial_started(workspace, 1))
-    controller.send_signal(signal.SIGTERM)
-    controller.communicate(timeout=30)
+    with holding(hold, 1):
+        controller = start_engine(
+            "run", "--manifest", manifest, "--workspace", workspace, "--approve"
+        )
+        wait_for(lambda: trial_started(workspace, 1))
+        controller.send_signal(signal.SIGTERM)
+        controller.communicate(timeout=30)
     assert controller.returncode == 143
     return workspace, manifest
 
@@ -323,8 +336,11 @@ def test_a_corrupt_ledger_line_or_state_file_is_refused(interrupted: tuple[Path,
 
 
 def test_resume_with_a_different_manifest_is_refused(interrupted: tuple[Path, Path]) -> None:
-    workspace, _ = interrupted
-    changed = write_manifest(workspace.parent / "n.yaml", manifest_data(max_trials=5, sleep=0.2))
+    workspace, manifest = interrupted
+    # The recorded manifest with only max_trials changed.
+    data = yaml.safe_load(manifest.read_text())
+    data["search"]["budget"]["max_trials"] = 5
+    changed = write_manifest(workspace.parent / "n.yaml", data)
     before = snapshot(workspace)
     resume = engine("resume", "--manifest", changed, "--workspace", workspace, "--approve")
     assert resume.returncode == 1

@@ -17,6 +17,8 @@ from refengine_helpers import (
     engine,
     events,
     group_alive,
+    holdable,
+    holding,
     ledger,
     manifest_data,
     snapshot,
@@ -49,8 +51,15 @@ def baseline(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, Any, Any]:
     return outcome(tmp / "ws")
 
 
-def start_demo(tmp_path: Path) -> tuple[Path, Path, subprocess.Popen[str]]:
-    manifest = write_manifest(tmp_path / "m.yaml", manifest_data(**DEMO))
+def start_demo(
+    tmp_path: Path, hold: Path | None = None
+) -> tuple[Path, Path, subprocess.Popen[str]]:
+    """The demo; with `hold`, its trials holdable (`holding`): a test holds trial 2 to
+    interrupt it mid-trial, however slow the machine, and lets it go before resuming."""
+    data = manifest_data(**DEMO)
+    if hold is not None:
+        data["workload"]["argv"] = holdable(data["workload"]["argv"], hold)
+    manifest = write_manifest(tmp_path / "m.yaml", data)
     workspace = tmp_path / "ws"
     controller = start_engine("run", "--manifest", manifest, "--workspace", workspace, "--approve")
     return manifest, workspace, controller
@@ -68,10 +77,12 @@ def last_trial_pgid(workspace: Path) -> int:
 def test_signal_mid_run_then_resume_matches_an_uninterrupted_run(
     tmp_path: Path, baseline: tuple[int, Any, Any], sig: signal.Signals, code: int
 ) -> None:
-    manifest, workspace, controller = start_demo(tmp_path)
-    wait_for(lambda: trial_started(workspace, 2))
-    controller.send_signal(sig)
-    stdout, _ = controller.communicate(timeout=30)
+    hold = tmp_path / "hold"
+    with holding(hold, 2):
+        manifest, workspace, controller = start_demo(tmp_path, hold)
+        wait_for(lambda: trial_started(workspace, 2))
+        controller.send_signal(sig)
+        stdout, _ = controller.communicate(timeout=30)
     assert controller.returncode == code
     assert f"interrupted by {sig.name}" in stdout
     # The running trial's group was terminated and the stop recorded, not lost.
@@ -98,10 +109,12 @@ def test_signal_mid_run_then_resume_matches_an_uninterrupted_run(
 def test_sigkill_mid_trial_then_resume_matches_an_uninterrupted_run(
     tmp_path: Path, baseline: tuple[int, Any, Any]
 ) -> None:
-    manifest, workspace, controller = start_demo(tmp_path)
-    wait_for(lambda: trial_started(workspace, 2))
-    controller.kill()
-    controller.communicate(timeout=30)
+    hold = tmp_path / "hold"
+    with holding(hold, 2):  # after the block, the orphaned trial 2 runs to its end
+        manifest, workspace, controller = start_demo(tmp_path, hold)
+        wait_for(lambda: trial_started(workspace, 2))
+        controller.kill()
+        controller.communicate(timeout=30)
     assert controller.returncode == -signal.SIGKILL
     report = status(workspace)
     assert (report["state"], report["stop_reason"]) == ("interrupted", "controller died")

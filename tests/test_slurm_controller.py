@@ -28,7 +28,15 @@ from conftest import (
 )
 from mcp.client import Client
 from mcp.types import CallToolResult
-from refengine_helpers import engine, events, manifest_data, wait_for, write_manifest
+from refengine_helpers import (
+    engine,
+    events,
+    holdable,
+    holding,
+    manifest_data,
+    wait_for,
+    write_manifest,
+)
 
 from mcp_server.experiments.attempts import AttemptEntry, read_attempts
 from mcp_server.experiments.files import ExperimentFiles
@@ -113,6 +121,15 @@ def started(workspace: Path, count: int) -> bool:
     return len(events(workspace, "trial_started")) >= count
 
 
+def started_in(workspace: Path, session: int, index: int | None = None) -> bool:
+    """Whether a trial (that trial, given its index) started in that controller session: a
+    count over the whole ledger may already include the trials of earlier generations."""
+    return any(
+        e["session"] == session and index in (None, e["index"])
+        for e in events(workspace, "trial_started")
+    )
+
+
 def job_log(workspace: Path, job_id: str) -> str:
     return (workspace / ".automl-setup" / "exp" / f"slurm-{job_id}.out").read_text()
 
@@ -130,10 +147,14 @@ def batch_shell(job_id: str) -> set[int]:
     """The process the batch step started: of the job's pids, the one whose parent is not one
     of them (slurmstepd's child; trials are the engine's children)."""
     pids = {int(line.split()[0]) for line in scontrol("listpids", job_id).splitlines()[1:]}
-    parent = {
-        p: int(Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[1]) for p in pids
-    }
-    return {p for p in pids if parent[p] not in pids}
+    parent: dict[int, int] = {}
+    for p in pids:
+        try:
+            stat = Path(f"/proc/{p}/stat").read_text()
+        except FileNotFoundError:
+            continue  # exited since listpids (a short-lived helper): not the batch step
+        parent[p] = int(stat.rsplit(")", 1)[1].split()[1])
+    return {p for p, ppid in parent.items() if ppid not in pids}
 
 
 def finished_trials(workspace: Path) -> list[tuple[int, str, float]]:
@@ -149,26 +170,35 @@ def test_requeue_and_warning_signal_resume_by_generation_to_the_uninterrupted_re
     setup: tuple[SourceRepository, Path], workspace: Path, tmp_path: Path, cleanup: list[str]
 ) -> None:
     _repo, env = setup
-    job, manifest = submit(env, workspace, tmp_path, max_trials=6, sleep=0.4)
-    cleanup.append(job)
-    wait_on(job, lambda: started(workspace, 1))
+    # The hold fixes where each signal lands: first on trial 0 (generation 0 is interrupted
+    # in it, and its pids stay put), then on trial 3 (generation 1 is interrupted in it, with
+    # trials left for generation 2). Each move goes before the release.
+    hold = tmp_path / "hold"
+    argv = holdable(manifest_data()["workload"]["argv"], hold)
+    with holding(hold, 0):
+        job, manifest = submit(env, workspace, tmp_path, max_trials=6, argv=argv)
+        cleanup.append(job)
+        wait_on(job, lambda: started(workspace, 1))
 
-    # The batch step's PID is the engine's, and its command line is the bound argv, byte for byte.
-    binding = json.loads((workspace / ".automl-setup" / "exp" / "binding.json").read_text())
-    (pid,) = batch_shell(job)
-    cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:-1]
-    assert cmdline == [a.encode() for a in binding["argv"]]
-    assert events(workspace, "session_started")[0]["pid"] == pid
-    gate = next(e for e in ledger(workspace) if e.generation == 0)
-    assert (gate.pid, gate.job_id, gate.outcome) == (pid, job, "accepted")
-    assert gate.identity_digest == binding["engine"]["identity_digest"] and gate.node
+        # The batch step's PID is the engine's, and its command line is the bound argv, byte
+        # for byte.
+        binding = json.loads((workspace / ".automl-setup" / "exp" / "binding.json").read_text())
+        (pid,) = batch_shell(job)
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:-1]
+        assert cmdline == [a.encode() for a in binding["argv"]]
+        assert events(workspace, "session_started")[0]["pid"] == pid
+        gate = next(e for e in ledger(workspace) if e.generation == 0)
+        assert (gate.pid, gate.job_id, gate.outcome) == (pid, job, "accepted")
+        assert gate.identity_digest == binding["engine"]["identity_digest"] and gate.node
 
-    scontrol("requeue", job)  # preemption: SIGTERM, then the scheduler requeues the job
-    release(job)
-    wait_on(job, lambda: len(events(workspace, "session_started")) == 2)
-    wait_on(job, lambda: started(workspace, 4))
-    # The warning signal: the engine stops starting trials and requeues its own job.
-    subprocess.run(["scancel", "--signal=USR1", "--batch", job], check=True)
+        scontrol("requeue", job)  # preemption: SIGTERM, then the scheduler requeues the job
+        wait_on(job, lambda: len(events(workspace, "session_ended")) == 1)
+        hold.write_text("3")
+        release(job)
+        wait_on(job, lambda: started_in(workspace, 2, index=3))
+        # The warning signal: the engine stops starting trials and requeues its own job.
+        subprocess.run(["scancel", "--signal=USR1", "--batch", job], check=True)
+        wait_on(job, lambda: len(events(workspace, "session_ended")) == 2)
     release(job)
     assert wait_job(job, {"completed", "failed"}) == "completed", job_log(workspace, job)[-2500:]
 
@@ -200,8 +230,10 @@ def test_the_third_allocation_of_a_cap_of_2_exits_2_and_the_ledger_says_why(
     _repo, env = setup
     job, _ = submit(env, workspace, tmp_path, "--max-allocations", "002", max_trials=30, sleep=1)
     cleanup.append(job)
-    for generation in (1, 2):
-        wait_on(job, lambda g=generation: started(workspace, g))
+    for generation in (0, 1):
+        # A trial of this generation's own session (session = generation + 1): only then is
+        # the job running again, so the requeue cannot hit the pending job.
+        wait_on(job, lambda g=generation: started_in(workspace, g + 1))
         scontrol("requeue", job)
         release(job)
     assert wait_job(job, {"failed", "completed"}) == "failed"

@@ -185,6 +185,9 @@ def test_a_tick_across_a_requeue_records_exactly_one_generation_boundary(
     jobs.wait(job, "RUNNING")
     assert kinds(once(workspace).receipts) == [("state_change", job)]
     jobs.control("requeue", job)
+    # Until slurmd has ended the old allocation, squeue says COMPLETING (for us: running); a
+    # requeued job then waits, PENDING on its begin time, until released below.
+    jobs.wait(job, "PENDING")
     requeued = once(workspace)
     assert kinds(requeued.receipts) == [("state_change", job), ("generation_boundary", job)]
     boundary = requeued.receipts[1]

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from conftest import engine_marker, env_snapshot, profile_args, run_cli
+from refengine_helpers import holding
 from test_experiments import (
     EXP,
     Experiment,
@@ -180,7 +181,8 @@ def test_an_unreadable_registry_entry_keeps_the_environment_bound_with_a_reason(
 def test_a_moved_workspace_reports_resumes_and_registers_where_it_is_now(
     tmp_path: Path, installed_env: Path, source_repo: SourceRepository, reaper: Reaper
 ) -> None:
-    old = make_interrupted(tmp_path, installed_env, reaper, max_trials=5, sleep=1.0)
+    old = make_interrupted(tmp_path, installed_env, reaper, max_trials=5, sleep=0.2)
+    assert old.hold is not None  # outside the workspace: it stays where it is
     trials = old.trials_done()
     moved = Experiment(old.manifest, tmp_path / "ws2", installed_env)
     old.workspace.rename(moved.workspace)
@@ -193,18 +195,21 @@ def test_a_moved_workspace_reports_resumes_and_registers_where_it_is_now(
     (row,) = json.loads(listing.stdout)["experiments"]
     assert row["state"] == "interrupted" and row["notes"] == status["notes"]
 
-    result = moved.cli("resume", "--detach", "--json")
+    # The resumed engine's first trial waits until the install was refused: an experiment that
+    # completed first would let dev/next into the shared environment.
+    with holding(old.hold, trials):
+        result = moved.cli("resume", "--detach", "--json")
 
-    assert result.code == 0, result.output
-    pid = reaper.adopt(json.loads(result.stdout)["pid"])
-    accepted = moved.attempts()[-1]
-    assert accepted["action"] == "resume" and accepted["outcome"] == "accepted"
-    # The engine runs in the workspace it is in now, and the install guard sees it there.
-    argv = (Path("/proc") / str(pid) / "cmdline").read_bytes().split(b"\0")
-    assert str(moved.workspace).encode() in argv and str(old.workspace).encode() not in argv
-    refused = run_cli(*install_dev(source_repo, installed_env))
-    assert refused.code == 1, refused.output
-    assert f"{EXP} ({moved.workspace})" in refused.stderr
+        assert result.code == 0, result.output
+        pid = reaper.adopt(json.loads(result.stdout)["pid"])
+        accepted = moved.attempts()[-1]
+        assert accepted["action"] == "resume" and accepted["outcome"] == "accepted"
+        # The engine runs in the workspace it is in now, and the install guard sees it there.
+        argv = (Path("/proc") / str(pid) / "cmdline").read_bytes().split(b"\0")
+        assert str(moved.workspace).encode() in argv and str(old.workspace).encode() not in argv
+        refused = run_cli(*install_dev(source_repo, installed_env))
+        assert refused.code == 1, refused.output
+        assert f"{EXP} ({moved.workspace})" in refused.stderr
     assert reaper.reap(pid, timeout=120) == 0
     assert not old.workspace.exists()
     assert moved.status()["state"] == "completed"
@@ -306,26 +311,31 @@ def test_an_install_is_refused_while_a_launch_holds_the_environment(
 def test_status_of_a_sigkilled_engine_is_not_running(
     tmp_path: Path, installed_env: Path, reaper: Reaper
 ) -> None:
-    exp = Experiment(
-        write_manifest(tmp_path / "m.yaml", max_trials=3, sleep=1.0), tmp_path / "ws", installed_env
-    )
-    pid = launch_detached(exp, reaper)
-    wait_for("a trial in flight", lambda: bool(exp.engine_events("trial_started")))
-    orphan = exp.engine_events("trial_started")[-1]["pgid"]
-    os.kill(pid, signal.SIGKILL)
-    files = ExperimentFiles(exp.workspace, EXP)
-    wait_for("the controller lock to be free", lambda: not lock_is_held(files))
-    # Not reaped yet: its pid still answers kill(pid, 0), so the engine's own status says
-    # "running" (as it would after the pid was reused) -- but its lock is free.
-    engine_says, _problem = engine_status(read_binding(files), exp.workspace, str(installed_env))
-    assert engine_says is not None and engine_says["state"] == "running"
+    hold = tmp_path / "hold"
+    manifest = write_manifest(tmp_path / "m.yaml", max_trials=3, sleep=0.2, hold=hold)
+    exp = Experiment(manifest, tmp_path / "ws", installed_env)
+    # The first trial stays in flight until the end: the killed engine's trial is still the
+    # live orphan the test reaps (not one the engine already reaped itself).
+    with holding(hold, 0):
+        pid = launch_detached(exp, reaper)
+        wait_for("a trial in flight", lambda: bool(exp.engine_events("trial_started")))
+        orphan = exp.engine_events("trial_started")[-1]["pgid"]
+        os.kill(pid, signal.SIGKILL)
+        files = ExperimentFiles(exp.workspace, EXP)
+        wait_for("the controller lock to be free", lambda: not lock_is_held(files))
+        # Not reaped yet: its pid still answers kill(pid, 0), so the engine's own status says
+        # "running" (as it would after the pid was reused) -- but its lock is free.
+        engine_says, _problem = engine_status(
+            read_binding(files), exp.workspace, str(installed_env)
+        )
+        assert engine_says is not None and engine_says["state"] == "running"
 
-    status = exp.status()
+        status = exp.status()
 
-    assert status["state"] == "interrupted" and status["controller_running"] is False
-    (note,) = [n for n in status["notes"] if "engine reports running" in n]
-    assert f"automl-setup resume --experiment-id {EXP}" in note
-    assert reaper.reap(pid) == -signal.SIGKILL
+        assert status["state"] == "interrupted" and status["controller_running"] is False
+        (note,) = [n for n in status["notes"] if "engine reports running" in n]
+        assert f"automl-setup resume --experiment-id {EXP}" in note
+        assert reaper.reap(pid) == -signal.SIGKILL
     reaper.reap(reaper.adopt(orphan))
 
 

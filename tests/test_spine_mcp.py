@@ -169,8 +169,13 @@ async def test_shutdown_refuses_new_calls_and_lets_the_install_finish(
             await _until(marker)
             for pid in _tagged(tag, SERVER[0]):
                 os.kill(pid, signal.SIGTERM)
-            await anyio.sleep(0.5)
-            late = await client.call_tool("list_experiments", {"workspace": str(tmp_path)})
+            # The server handles SIGTERM on its own schedule: call until it refuses, well
+            # inside the install's pause (after it, the install ends and the server exits).
+            deadline = time.monotonic() + PAUSE_S / 2
+            listing = {"workspace": str(tmp_path)}
+            while not (late := await client.call_tool("list_experiments", listing)).is_error:
+                assert time.monotonic() < deadline, "calls still accepted after SIGTERM"
+                await anyio.sleep(0.05)
         installed = results["install"]
         assert not installed.is_error, installed.content
         _wait_gone(tag, SERVER[0], timeout=60)  # exits by itself once the install is done

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import signal
 import subprocess
 import sys
 import time
@@ -273,6 +274,11 @@ def test_stop_sends_sigterm_waits_and_records_what_the_ledger_says(
     assert [(e["action"], e["outcome"]) for e in refused] == [("stop", "refused")]
 
 
+def _proc_state(pid: int) -> str:
+    """The state letter of /proc/PID/stat ("T": stopped by a signal)."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
 def forge_pid(exp: Experiment, pid: int) -> tuple[bytes, bytes]:
     """The last accepted attempt now names `pid`: what a reused pid looks like. The ledger as
     it was, and as forged."""
@@ -314,6 +320,11 @@ async def test_stop_never_signals_a_pid_that_is_not_its_engine_then_kills_the_en
         stderr=subprocess.PIPE,
         text=True,
     )
+    # An engine that cannot exit within the grace, whatever the machine's speed: stopped, it
+    # keeps its lock and its SIGTERM pending (a live engine may exit before the lock is first
+    # checked, and then no SIGKILL is due). Signalled only now that the refusal is checked.
+    os.kill(engine, signal.SIGSTOP)
+    wait_for("the engine stopped", lambda: _proc_state(engine) == "T")
     async with Client(server) as client:
         args = {"experiment_id": "long", "workspace": str(exp.workspace)}
         result = await call_ok(client, "stop_experiment", {**args, "kill": True, "grace": 0})

@@ -20,7 +20,9 @@ import yaml
 
 from mcp_server import operations
 from mcp_server.errors import SetupError
+from mcp_server.experiments.files import ExperimentFiles
 from mcp_server.experiments.started import StartedEngine
+from mcp_server.experiments.trials import read_trials
 from mcp_server.report.build import make_report
 from mcp_server.requests import (
     InstallRequest,
@@ -156,10 +158,17 @@ def run_demo(workdir: Path | None, say: Callable[[str], None]) -> int:
         workspace = run.workspace
         pid, status_query = run.launch(manifest, env_main, EXPERIMENT_ID)
 
-        def trials_done() -> int:
-            return operations.status(status_query).trials_done or 0
+        engine_files = ExperimentFiles(status_query.workspace.path, status_query.experiment_id)
 
-        _wait_for("two finished trials", lambda: trials_done() >= 2)
+        def mid_trial() -> bool:
+            # The engine's own ledger, read directly: a status call starts an engine process,
+            # too slow to be sure of catching a 0.3 s trial. Two trials done and a later one
+            # running, so the SIGTERM interrupts a trial (not the engine between two).
+            trials = read_trials(engine_files).trials
+            done = sum(t.state in ("succeeded", "failed") for t in trials)
+            return done >= 2 and any(t.state == "running" for t in trials)
+
+        _wait_for("two finished trials and a later one running", mid_trial)
         os.kill(pid, signal.SIGTERM)
         _wait_for("the engine to stop", lambda: _pid_gone(pid))
         status = operations.status(status_query)
