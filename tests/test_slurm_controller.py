@@ -24,6 +24,7 @@ from conftest import (
     install_main,
     new_source_repo,
     run_cli,
+    start_requeued_job,
     tree_digest,
 )
 from mcp.client import Client
@@ -94,7 +95,7 @@ def wait_job(job_id: str, states: set[str]) -> str:
 def release(job_id: str) -> None:
     """A requeued job waits for its begin time; start it now."""
     wait_on(job_id, lambda: job_field(job_id, "JobState") == "PENDING")
-    scontrol("update", f"jobid={job_id}", "StartTime=now")
+    start_requeued_job(job_id)
 
 
 def submit(

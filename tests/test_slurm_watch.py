@@ -26,7 +26,14 @@ from typing import Any
 
 import anyio
 import pytest
-from conftest import SlurmCluster, install_main, new_source_repo, run_cli, tree_digest
+from conftest import (
+    SlurmCluster,
+    install_main,
+    new_source_repo,
+    run_cli,
+    start_requeued_job,
+    tree_digest,
+)
 from mcp import Client
 from test_experiments import Experiment, interrupt, launch_detached, subreaper, write_manifest
 from test_mcp_support import error_text
@@ -195,7 +202,7 @@ def test_a_tick_across_a_requeue_records_exactly_one_generation_boundary(
     (row,) = requeued.jobs
     assert (row.state, row.generation, row.experiment_state) == ("requeued", 1, "interrupted")
     assert row.trials_done is not None and row.trials_done >= 1  # the experiment's own view
-    jobs.control("update", f"jobid={job}", "StartTime=now")
+    start_requeued_job(job, jobs.cluster.env())
     jobs.wait(job, "RUNNING")
     again = once(workspace)
     assert kinds(again.receipts) == [("state_change", job)]
