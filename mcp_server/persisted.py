@@ -9,6 +9,7 @@ failure into a `SetupError` naming the file, the first problem and the remedy.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -48,6 +49,16 @@ def describe_error(exc: ValidationError) -> str:
     where = ".".join(str(p) for p in first["loc"]) or "top level"
     more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
     return f"{where}: {first['msg']}{more}"
+
+
+def format_version(data: bytes) -> object:
+    """The `schema_version` a file declares (None when it is not a JSON object): which model
+    reads it strictly."""
+    try:
+        value = json.loads(data)
+    except ValueError:
+        return None
+    return value.get("schema_version") if isinstance(value, dict) else None
 
 
 def parse_persisted(model: type[M], data: bytes | dict[str, Any]) -> M:

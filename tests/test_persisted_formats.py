@@ -115,6 +115,7 @@ BINDING = Binding(
         environment_path="/env",
         interpreter="/env/bin/python",
         cli="automl-refengine",
+        extras=["training"],
     ),
     argv=["/env/bin/automl-refengine", "run", "--approve"],
     host="node-1",

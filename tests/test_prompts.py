@@ -5,6 +5,7 @@ nothing changes."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -16,7 +17,14 @@ from typing import Any
 import pytest
 import yaml
 from conftest import engine_marker, env_snapshot, profile_args, run_cli
-from test_experiments import Experiment, Reaper, launch_detached, subreaper, wait_for
+from test_experiments import (
+    Experiment,
+    Reaper,
+    launch_detached,
+    make_interrupted,
+    subreaper,
+    wait_for,
+)
 
 from mcp_server.environment.gepa_pin import GEPA_PIN
 from mcp_server.source.build import tomllib, uv_binary
@@ -207,6 +215,45 @@ def test_a_gepa_changed_by_hand_is_refused_with_the_three_versions(
     # The remedy the refusal names puts the environment back as it was installed.
     uv_pip_install(env, f"gepa=={GEPA_PIN}")
     assert install(repo, env, "main").code == 0
+
+
+@pytest.mark.slow
+def test_recreate_installs_the_bound_extras_and_the_resume_is_accepted(
+    world: tuple[SourceRepository, Path], tmp_path: Path, reaper: Reaper
+) -> None:
+    """The binding records the extras its engine was installed with, and `recreate` installs
+    them too: the recreated environment is the bound one, gepa included, so resume accepts it
+    (without them, its dependencies differ and resume refuses)."""
+    _repo, env = world
+    exp = make_interrupted(tmp_path, env, reaper, max_trials=3, sleep=0.2)
+    written = exp.binding.read_bytes()
+    binding = json.loads(written)
+    assert (binding["schema_version"], binding["engine"]["extras"]) == (2, ["prompts"])
+
+    # A binding of format 1 (an older release) has no extras: the refusal says so.
+    engine_v1 = {k: v for k, v in binding["engine"].items() if k != "extras"}
+    exp.binding.write_text(json.dumps({**binding, "schema_version": 1, "engine": engine_v1}))
+    old = run_cli(
+        "recreate", "--experiment-id", exp.experiment_id, "--workspace", str(exp.workspace),
+        "--python", str(tmp_path / "env-old"), "--create-env",
+    )  # fmt: skip
+    assert old.code == 1, old.output
+    assert "the environment differs from the bound one" in old.stderr
+    assert "this binding (format 1) does not record the engine's extras" in old.stderr
+    exp.binding.write_bytes(written)
+
+    target = tmp_path / "env-recreated"
+    recreated = run_cli(
+        "recreate", "--experiment-id", exp.experiment_id, "--workspace", str(exp.workspace),
+        "--python", str(target), "--create-env",
+    )  # fmt: skip
+    assert recreated.code == 0, recreated.output
+    record = json.loads((target / ".automl-setup" / "engine-record.json").read_bytes())
+    assert record["install"]["extras"] == ["prompts"]
+    assert record["environment"]["watched"]["gepa"] == GEPA_PIN
+    resumed = dataclasses.replace(exp, env=target).cli("resume")
+    assert resumed.code == 0, resumed.output
+    assert exp.status()["state"] == "completed"
 
 
 def _candidates(trial: Path) -> list[Any]:

@@ -52,6 +52,8 @@ def test_an_experiment_of_release_1_reads(tmp_path: Path) -> None:
     binding = read_binding(files)
     old = json.loads((RELEASE_1 / "binding.json").read_text())
     assert binding.engine.identity_digest == old["engine"]["identity_digest"]
+    assert (old["schema_version"], binding.schema_version) == (1, 2)
+    assert binding.engine.extras is None  # format 1 did not record them
     attempts, torn = read_attempts(files)
     assert torn is None
     written = _lines("attempts.jsonl")

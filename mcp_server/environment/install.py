@@ -93,12 +93,15 @@ def install_artifact(
     python: TargetPath,
     create_env: bool,
     artifact: Artifact,
+    extras: list[str],
     bound: BoundExperiments,
     progress: Progress = no_progress,
 ) -> InstallResult:
-    """Install a wheel already in the store with the identity it had (`recreate`)."""
+    """Install a wheel already in the store, with `extras`, with the identity it had
+    (`recreate`)."""
     with open_for_install(python, create=create_env) as env:
-        return _install_locked(profile, env, None, None, [], bound, progress, artifact)
+        extras = sorted(set(extras))
+        return _install_locked(profile, env, None, None, extras, bound, progress, artifact)
 
 
 def _install_locked(

@@ -7,7 +7,6 @@ The pydantic models here are the single source of the record formats; the JSON S
 from __future__ import annotations
 
 import hashlib
-import json
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Literal
@@ -16,7 +15,7 @@ from pydantic import Field, model_validator
 
 from mcp_server.errors import SetupError
 from mcp_server.fsutil import append_json_line, atomic_write_bytes, read_file
-from mcp_server.persisted import Persisted, load_persisted, load_persisted_lines
+from mcp_server.persisted import Persisted, format_version, load_persisted, load_persisted_lines
 
 SCHEMA_VERSION = 1
 # The install record's format: 2 added `origin` (and a null `source` for a reviewed wheel).
@@ -152,16 +151,6 @@ class Journal(_Record):
     new_files: list[str]
 
 
-def _format_version(data: bytes) -> object:
-    """The `schema_version` a file declares (None when it is not a JSON object): which model
-    reads it strictly."""
-    try:
-        value = json.loads(data)
-    except ValueError:
-        return None
-    return value.get("schema_version") if isinstance(value, dict) else None
-
-
 def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
@@ -183,7 +172,7 @@ class RecordStore:
         if data is None:
             return None
         remedy = "the record was edited or damaged; reinstall into a fresh environment"
-        if _format_version(data) == 1:
+        if format_version(data) == 1:
             old = load_persisted(
                 InstallRecordV1, data, what="install record", path=self.record_path, remedy=remedy
             )

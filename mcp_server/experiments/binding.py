@@ -25,10 +25,12 @@ from mcp_server.environment.records import (
 from mcp_server.environment.target import TargetEnv
 from mcp_server.errors import Fix, SetupError, command_line, shown
 from mcp_server.experiments.files import ExperimentFiles
-from mcp_server.persisted import Persisted, load_persisted
+from mcp_server.persisted import Persisted, format_version, load_persisted
+
+BINDING_SCHEMA_VERSION = 2
 
 
-class EngineBinding(Persisted):
+class EngineBindingV1(Persisted):
     identity_digest: str
     source: SourceIdentity | None = Field(description="Null for a reviewed wheel.")
     build: BuildIdentity
@@ -38,17 +40,45 @@ class EngineBinding(Persisted):
     cli: str = Field(description="Console script of the engine that runs the experiment.")
 
 
-class Binding(Persisted):
-    schema_version: Literal[1] = 1
+class EngineBinding(EngineBindingV1):
+    # Not part of the identity (the dependencies they pulled in are); `recreate` installs them.
+    extras: list[str] | None = Field(
+        description="Extras of the engine installed when it was bound (`install --extra`); "
+        "null in a binding of format 1, which did not record them."
+    )
+
+
+class _BindingFields(Persisted):
+    """The fields of every format, in the order a binding file has them (each format narrows
+    `schema_version` and `engine`)."""
+
+    schema_version: int
     experiment_id: str
     workspace: str
     manifest_path: str
     manifest_sha256: str
-    engine: EngineBinding
+    engine: EngineBindingV1
     argv: list[str] = Field(description="The engine command that launch started.")
     host: str
     time: str
     tool_version: str
+
+
+class BindingV1(_BindingFields):
+    """A binding of format 1 (before extras were recorded): read and upgraded, never written."""
+
+    schema_version: Literal[1]
+    engine: EngineBindingV1
+
+    def upgraded(self) -> Binding:
+        fields = self.model_dump()
+        engine = EngineBinding(**fields.pop("engine"), extras=None)
+        return Binding(**{**fields, "schema_version": BINDING_SCHEMA_VERSION}, engine=engine)
+
+
+class Binding(_BindingFields):
+    schema_version: Literal[2] = BINDING_SCHEMA_VERSION
+    engine: EngineBinding
 
 
 def read_binding(files: ExperimentFiles) -> Binding:
@@ -72,7 +102,11 @@ def read_binding(files: ExperimentFiles) -> Binding:
         raise SetupError(
             step, f"cannot read the binding {files.binding}: {exc.strerror}", remedy
         ) from None
-    binding = load_persisted(Binding, data, what="binding", path=files.binding, remedy=remedy)
+    if format_version(data) == 1:
+        old = load_persisted(BindingV1, data, what="binding", path=files.binding, remedy=remedy)
+        binding = old.upgraded()
+    else:
+        binding = load_persisted(Binding, data, what="binding", path=files.binding, remedy=remedy)
     if binding.experiment_id != files.experiment_id:
         raise SetupError(
             step,

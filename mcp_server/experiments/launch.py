@@ -140,6 +140,7 @@ def bind_new_experiment(
                     environment_path=str(env.prefix),
                     interpreter=str(env.interpreter),
                     cli=cli,
+                    extras=list(record.install.extras),
                 ),
                 argv=argv,
                 host=socket.gethostname(),

@@ -73,6 +73,7 @@ def recreate_engine(request: RecreateRequest, progress: Progress = no_progress) 
         request.python,
         request.create_env,
         artifact,
+        bound.extras or [],  # a binding of format 1 did not record them
         bound_experiments,
         progress,
     )
@@ -84,7 +85,13 @@ def recreate_engine(request: RecreateRequest, progress: Progress = no_progress) 
             "environment differs from the bound one",
             found,
             remedy="create the environment with the bound Python and dependency versions "
-            "(the fields below), then run recreate again",
+            "(the fields below), then run recreate again"
+            + (
+                "; this binding (format 1) does not record the engine's extras: if it had "
+                "any, install them there with `automl-setup install --extra NAME`"
+                if bound.extras is None
+                else ""
+            ),
         )
     return RecreateResult(
         experiment_id=binding.experiment_id,
