@@ -49,8 +49,9 @@ def read_file(path: Path) -> bytes | None:
         raise io_failure("read", path, exc) from None
 
 
-def fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
+def fsync_path(path: Path) -> None:
+    """fsync the file or directory at `path` (a directory's fsync makes its renames durable)."""
+    fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
@@ -68,7 +69,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         tmp.replace(path)
-        fsync_dir(path.parent)
+        fsync_path(path.parent)
     except OSError as exc:
         with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
@@ -91,7 +92,7 @@ def exclusive_create(path: Path, data: bytes) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
-        fsync_dir(path.parent)
+        fsync_path(path.parent)
     except OSError as exc:
         with contextlib.suppress(OSError):
             path.unlink()
@@ -112,7 +113,7 @@ def append_json_line(path: Path, entry: dict[str, Any]) -> None:
         finally:
             os.close(fd)
         if is_new:
-            fsync_dir(path.parent)
+            fsync_path(path.parent)
     except OSError as exc:
         raise io_failure("append to", path, exc) from None
 
@@ -217,7 +218,7 @@ def numbered_append(
         os.close(fd)
     if is_new:
         try:
-            fsync_dir(path.parent)
+            fsync_path(path.parent)
         except OSError as exc:
             raise io_failure("append to", path, exc) from None
 

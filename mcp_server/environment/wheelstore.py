@@ -25,7 +25,7 @@ from pydantic import Field
 
 from mcp_server.environment.records import Origin, SourceIdentity
 from mcp_server.errors import SetupError
-from mcp_server.fsutil import fsync_dir, io_failure, read_file
+from mcp_server.fsutil import fsync_path, io_failure, read_file
 from mcp_server.persisted import Persisted, load_persisted
 from mcp_server.source.build import sha256_file
 from mcp_server.source.config import STORE_ENV, find_project_file, store_setting
@@ -138,7 +138,7 @@ class WheelStore:
             shutil.copyfile(wheel, target)
             (tmp / SIDECAR).write_bytes(entry.model_dump_json(indent=2).encode() + b"\n")
             for path in (target, tmp / SIDECAR):
-                _fsync(path)
+                fsync_path(path)
                 path.chmod(READ_ONLY_FILE)
             if sha256_file(target) != entry.sha256:
                 raise SetupError(
@@ -153,7 +153,7 @@ class WheelStore:
                 # Another process stored the same wheel first: its entry is checked below.
                 if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
                     raise
-            fsync_dir(self.wheels)
+            fsync_path(self.wheels)
         except OSError as exc:
             raise _unwritable(self.wheels, exc) from None
         finally:
@@ -176,14 +176,6 @@ def remove_tree(path: Path) -> None:
     with contextlib.suppress(FileNotFoundError):
         path.chmod(path.stat().st_mode | stat.S_IWUSR)
     shutil.rmtree(path, ignore_errors=True)
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _unwritable(where: Path, exc: OSError) -> SetupError:
