@@ -19,6 +19,8 @@ SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
 
 def record_models() -> dict[str, type[BaseModel]]:
     """File name -> model, for every record automl-setup writes or returns."""
+    from mcp_server.bundle.init import InitResult
+    from mcp_server.bundle.ownership import InitRecord
     from mcp_server.experiments.attempts import AttemptEntry
     from mcp_server.experiments.binding import Binding
     from mcp_server.experiments.registry import RegisteredExperiment
@@ -42,6 +44,9 @@ def record_models() -> dict[str, type[BaseModel]]:
         "slurm-receipt.schema.json": Receipt,
         "slurm-job-registry.schema.json": JobRegistry,
         "slurm-watch-memory.schema.json": WatchMemory,
+        # `.automl-setup/init.json` in a user's project, and what `init --json` prints.
+        "init-record.schema.json": InitRecord,
+        "init-result.schema.json": InitResult,
     }
 
 

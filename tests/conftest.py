@@ -205,6 +205,66 @@ def installed_env(
     )
 
 
+# A user's own repository, as `automl-setup init` meets it.
+CODEX_CONFIG = '# my Codex settings\nmodel = "o4"  # keep this\n\n[mcp_servers.other]\ncommand = "other-server"\nargs = ["--flag"]\n'  # noqa: E501
+MCP_JSON = '{\n    "mcpServers": {\n        "other": {"command": "other-server", "args": []}\n    },\n    "extra": true\n}\n'  # noqa: E501
+
+
+def user_project(root: Path) -> Path:
+    """A user's repository: a git repo with its own pyproject.toml, an .mcp.json holding another
+    server, and a .codex/config.toml with a comment and another server."""
+    root.mkdir()
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    (root / "pyproject.toml").write_text('[project]\nname = "my-training"\nversion = "1.0"\n')
+    (root / ".mcp.json").write_text(MCP_JSON)
+    (root / ".codex").mkdir()
+    (root / ".codex" / "config.toml").write_text(CODEX_CONFIG)
+    return root
+
+
+def snapshot(project: Path) -> dict[str, str]:
+    """Every file of a project but its .git, for byte-identity checks."""
+    return tree_digest(project, skip=lambda rel: rel.parts[0] == ".git")
+
+
+@dataclass(frozen=True)
+class WheelInstall:
+    """automl-setup as a user gets it: the wheel built from this checkout, installed without
+    extras into a fresh venv outside the checkout (as `uv tool install` or pip would)."""
+
+    wheel: Path
+    venv: Path
+
+    def script(self, name: str) -> str:
+        return str(self.venv / "bin" / name)
+
+
+@pytest.fixture(scope="session")
+def wheel_install(tmp_path_factory: pytest.TempPathFactory) -> WheelInstall:
+    root = tmp_path_factory.mktemp("from-wheel")
+    uv = uv_binary()
+    build = [uv, "build", "--wheel", "--quiet", "--out-dir", str(root / "dist"), str(REPO_ROOT)]
+    subprocess.run(build, check=True, capture_output=True, stdin=subprocess.DEVNULL)
+    (wheel,) = (root / "dist").glob("automl_setup-*.whl")
+    venv = make_venv(root / "venv")
+    install = [
+        uv,
+        "pip",
+        "install",
+        "--quiet",
+        "--python",
+        str(venv / "bin" / "python"),
+        str(wheel),
+    ]
+    subprocess.run(install, check=True, capture_output=True, stdin=subprocess.DEVNULL)
+    return WheelInstall(wheel, venv)
+
+
+def outside_env() -> dict[str, str]:
+    """The environment of a process run as a user would: no VIRTUAL_ENV of the developer's."""
+    return {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+
+
 def engine_marker(env_dir: Path) -> str:
     """Import the installed engine in its own interpreter and return its build marker."""
     proc = subprocess.run(

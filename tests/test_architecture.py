@@ -41,14 +41,19 @@ MAY_IMPORT = {
     "report": CORE | {"report"},
     "operations": CORE | {"slurm", "report"},
     "skills": {"foundation", "skills"},
-    "faces": CORE | {"slurm", "report", "operations", "skills", "faces"},
-    "schemagen": CORE | {"slurm", "report", "operations"},
+    # The bundle in a user's project: the skills it carries and `init`; beside the core, like
+    # skills/, reading only the profile rules (an engine table it writes must load).
+    "bundle": {"foundation", "source", "skills", "bundle"},
+    "faces": CORE | {"slurm", "report", "operations", "skills", "bundle", "faces"},
+    "schemagen": CORE | {"slurm", "report", "operations", "bundle"},
 }
 # Whose face lists what: commands and tools that are not operations, and why.
 CLI_ONLY_COMMANDS = {
     "demo": "the whole story on the embedded reference engine, for a person at a terminal",
     "skills": "maintains this repository's skill bundle, not an engine or an experiment",
     "mcp": "starts the MCP server itself",
+    "init": "configures a project for the agents (skills, server entries); an agent does not "
+    "configure itself, and the MCP server it registers is the one that would be asking",
     "completion": "a shell's completion script; an agent calls tools, it has no shell to complete",
     "config show": "the settings a command run here would use; every MCP reply that uses a "
     "profile names it and its source (profile_source), and the tools take explicit paths",

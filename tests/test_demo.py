@@ -1,23 +1,31 @@
-"""`automl-setup demo`: the whole story, end to end, as a real process."""
+"""`automl-setup demo`: the whole story, end to end, as a real process: the `automl-setup` of
+the built wheel, installed without extras into a fresh venv, run outside the checkout."""
 
 from __future__ import annotations
 
 import json
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from conftest import WheelInstall, outside_env, run_cli
 
 
 @pytest.mark.slow
-def test_demo_runs_the_story_and_shows_the_refusal_field_by_field(tmp_path: Path) -> None:
+def test_demo_runs_the_story_and_shows_the_refusal_field_by_field(
+    tmp_path: Path, wheel_install: WheelInstall
+) -> None:
     workdir = tmp_path / "demo"
 
-    result = run_cli("demo", "--workdir", str(workdir))
+    proc = subprocess.run(
+        [wheel_install.script("automl-setup"), "demo", "--workdir", str(workdir)],
+        capture_output=True, text=True, cwd=tmp_path, env=outside_env(),
+        stdin=subprocess.DEVNULL, timeout=300, check=False,
+    )  # fmt: skip
 
-    assert result.code == 0, result.output
-    out = result.stdout
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
     assert "DEMO OK" in out and "DEMO FAILED" not in out
     heads = dict(re.findall(r"^\s+(main|dev/next) -> ([0-9a-f]{40})$", out, re.M))
     main, dev = heads["main"], heads["dev/next"]
@@ -60,7 +68,12 @@ def test_demo_runs_the_story_and_shows_the_refusal_field_by_field(tmp_path: Path
     # It ends with the experiment's report, written beside the binding (tests/test_report.py).
     report = re.search(r"^   report: (\S+\.html)$", out, re.M)
     assert report is not None and Path(report.group(1)).parent == attempts.parent
-    assert Path(report.group(1)).read_text().startswith("<!DOCTYPE html>")
+    page = Path(report.group(1)).read_text()
+    assert page.startswith("<!DOCTYPE html>")
+    # No `report` extra in a plain install: the page says the plots were left out, and so does
+    # the demo, with the command that adds them.
+    assert 'id="plots-missing"' in page and "<img" not in page
+    assert "   plots:  The plots were left out" in out and "automl-setup[report]" in out
     verified = run_cli("verify", "--python", str(workdir / "env-main"), "--json")
     assert verified.code == 0, verified.output
     assert json.loads(verified.stdout)["commit"] == main

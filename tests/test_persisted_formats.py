@@ -17,6 +17,8 @@ import pytest
 from conftest import engine_marker, env_snapshot, run_cli
 from pydantic import BaseModel
 
+from mcp_server.bundle.ownership import RECORD_PATH, InitRecord, OwnedItem
+from mcp_server.bundle.ownership import read_record as read_init
 from mcp_server.environment.identity import compute_identity_digest
 from mcp_server.environment.records import (
     BuildIdentity,
@@ -137,6 +139,17 @@ ATTEMPT = AttemptEntry(
     log="/ws/.automl-setup/exp-1/attempt-3.log",
 )
 REGISTRY = RegisteredExperiment(experiment_id="exp-1", workspace="/ws", identity_digest=SHA)
+INIT_RECORD = InitRecord(
+    tool_version="0.1.0",
+    bundle_sha256=SHA,
+    skills=["automl-setup"],
+    agents=["claude", "codex"],
+    items=[
+        OwnedItem(path=".claude/skills/automl-setup/SKILL.md", key=[], sha256=SHA),
+        OwnedItem(path=".mcp.json", key=["mcpServers", "automl-setup"], sha256=SHA),
+    ],
+    updated_at="2026-12-01T00:00:00+00:00",
+)
 
 # --------------------------------------------------------------------------------------------
 # Readers: the real ones of the record store; the experiment formats through their models'
@@ -175,6 +188,14 @@ def read_journal(tmp: Path, data: bytes) -> BaseModel:
     return journal
 
 
+def read_init_record(tmp: Path, data: bytes) -> BaseModel:
+    (tmp / RECORD_PATH).parent.mkdir(parents=True, exist_ok=True)
+    (tmp / RECORD_PATH).write_bytes(data)
+    record = read_init(tmp)
+    assert record is not None
+    return record
+
+
 def model_reader(model: type[BaseModel], what: str) -> Reader:
     def read(tmp: Path, data: bytes) -> BaseModel:
         return load_persisted(model, data, what=what, path=tmp / what, remedy="restore it")
@@ -189,6 +210,7 @@ FORMATS: dict[str, tuple[BaseModel, Reader]] = {
     "binding": (BINDING, model_reader(Binding, "binding")),
     "attempts-line": (ATTEMPT, model_reader(AttemptEntry, "attempts ledger line")),
     "registry-entry": (REGISTRY, model_reader(RegisteredExperiment, "registry entry")),
+    "init-record": (INIT_RECORD, read_init_record),
 }
 
 # --------------------------------------------------------------------------------------------

@@ -1,9 +1,11 @@
 """`automl-setup report` on the demo experiment: the card equals the binding, the trials equal
 the engine's ledger, the page is self-contained and deterministic, credentials never show,
-refusals change nothing, and headless Chromium really renders it."""
+refusals change nothing, without matplotlib the page is written with a note in place of the
+plots, and headless Chromium really renders it."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -12,6 +14,7 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
+from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -108,6 +111,7 @@ def test_card_equals_the_binding_and_trials_the_ledger(demo: Demo) -> None:
     }
     assert {name: card[name] for name in expected} == expected
     assert card["verifies_now"] is True and card["verification"] == []
+    assert data["plots"] is True and data["plots_note"] is None
     assert card["checked_environment"] == str(demo.root / "env-main")
 
     ledger = _engine_ledger(demo)
@@ -245,19 +249,60 @@ def test_refusals_name_the_cause_and_change_nothing(demo: Demo, tmp_path: Path) 
         assert bad.exit_code == 2 and cause in bad.cause
         assert not out.exists()
 
-    # Without matplotlib the command names the extra, before it writes anything.
+    assert tree_digest(demo.root) == before
+
+
+def _without_matplotlib(*args: str) -> subprocess.CompletedProcess[str]:
+    """The command in a process where matplotlib cannot be imported (as without the extra)."""
     hidden = (
         "import sys; sys.modules['matplotlib'] = None\n"
         "from mcp_server.faces.cli import main\n"
-        f"sys.exit(main(['report', '--experiment-id', {EXP!r}, '--workspace', "
-        f"{str(demo.workspace)!r}, '--out', {str(tmp_path / 'none.html')!r}]))"
+        f"sys.exit(main({list(args)!r}))"
     )
-    proc = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-c", hidden], capture_output=True, text=True, check=False
     )
-    assert proc.returncode == 1 and "automl-setup[report]" in proc.stderr, proc.stderr
-    assert not (tmp_path / "none.html").exists()
-    assert tree_digest(demo.root) == before
+
+
+INSTALL = "pip install 'automl-setup[report]'"
+
+
+@pytest.mark.slow
+def test_without_matplotlib_the_report_is_written_without_plots(
+    demo: Demo, made: ReportResult, tmp_path: Path
+) -> None:
+    # With matplotlib: the plots are drawn and there is no note.
+    assert made.plots is True and made.plots_note is None
+    assert 'id="plots-missing"' not in Path(made.html_path).read_text()
+
+    where = ["report", "--experiment-id", EXP, "--workspace", str(demo.workspace)]
+    out = tmp_path / "plain.html"
+    proc = _without_matplotlib(*where, "--out", str(out), "--json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    schema = json.loads((schemagen.SCHEMA_DIR / "experiment-report.schema.json").read_text())
+    jsonschema.Draft202012Validator(schema).validate(data)
+    assert data["plots"] is False and data["written"] is True
+    note = data["plots_note"]
+    assert INSTALL in note and "left out" in note and "uv tool install" in note
+
+    # The page: everything but the plots, and the note loud where they would be.
+    page = out.read_text()
+    assert data["html_path"] == str(out)
+    assert hashlib.sha256(out.read_bytes()).hexdigest() == data["html_sha256"]
+    assert "<img" not in page and "data:image/svg+xml" not in page
+    block = re.search(r'<p id="plots-missing"[^>]*>([^<]*)</p>', page)
+    assert block is not None and block.group(1) == escape(note, quote=False)
+    assert INSTALL in block.group(1)
+    assert '<section id="card">' in page and '<table id="trials">' in page
+    assert data["card"] == made.card.model_dump(mode="json")
+
+    # The text says it too, and the same records give the same bytes.
+    again = tmp_path / "plain-again.html"
+    text = _without_matplotlib(*where, "--out", str(again))
+    assert text.returncode == 0, text.stderr
+    assert f"  plots:    {note}" in text.stdout.splitlines()
+    assert again.read_bytes() == out.read_bytes()
 
 
 @pytest.mark.slow

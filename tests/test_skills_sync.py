@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -11,6 +12,7 @@ import pytest
 
 from mcp_server.errors import SetupError
 from mcp_server.skills import sync as skills
+from mcp_server.source.profile import tomllib
 
 REPO = Path(__file__).resolve().parents[1]
 CLAUDE, AGENTS = (Path(m) for m in skills.MIRROR_DIRS)
@@ -238,3 +240,54 @@ def test_manifest_lists_every_file_with_its_digest(repo: Path) -> None:
         assert entry == {"path": rel, "sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
     # The same bytes in a mirror digest the same.
     assert skills.manifest(repo / CLAUDE) == result
+
+
+# --- the plugin manifests -------------------------------------------------------------------
+
+
+def _with_manifests(repo: Path) -> Path:
+    for rel in (".claude-plugin/plugin.json", ".codex-plugin/plugin.json"):
+        (repo / rel).parent.mkdir(exist_ok=True)
+        shutil.copy2(REPO / rel, repo / rel)
+    return repo
+
+
+def test_the_plugin_manifests_ship_exactly_the_canonical_skills(repo: Path) -> None:
+    _with_manifests(repo)
+    assert skills.check_repository(repo) == []
+    shutil.copytree(repo / "skills" / "automl-slurm", repo / "skills" / "automl-extra")
+    text = (repo / "skills/automl-extra/SKILL.md").read_text()
+    (repo / "skills/automl-extra/SKILL.md").write_text(
+        text.replace("name: automl-slurm", "name: automl-extra")
+    )
+    skills.sync(repo)
+    problems = [p.format(repo) for p in skills.check_repository(repo)]
+    assert len(problems) == 1 and problems[0].startswith(
+        ".claude-plugin/plugin.json:1: plugin-skills"
+    )
+    assert '"./skills/automl-extra"' in problems[0]
+    codex = repo / ".codex-plugin/plugin.json"
+    codex.write_text(codex.read_text().replace('"./skills/"', '"./elsewhere/"'))
+    rules = {(p.path.relative_to(repo).as_posix(), p.rule) for p in skills.check_repository(repo)}
+    assert (".codex-plugin/plugin.json", "plugin-skills") in rules
+    codex.write_text("{not json")
+    rules = {(p.path.relative_to(repo).as_posix(), p.rule) for p in skills.check_repository(repo)}
+    assert (".codex-plugin/plugin.json", "plugin-manifest") in rules
+
+
+def test_the_manifests_carry_the_distribution_version_and_license() -> None:
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    for rel in (".claude-plugin/plugin.json", ".codex-plugin/plugin.json"):
+        manifest = json.loads((REPO / rel).read_text())
+        assert (manifest["name"], manifest["version"], manifest["license"]) == (
+            project["name"],
+            project["version"],
+            project["license"],
+        ), rel
+    market = json.loads((REPO / ".claude-plugin/marketplace.json").read_text())
+    assert [(p["name"], p["source"], p["version"]) for p in market["plugins"]] == [
+        ("automl-setup", "./", project["version"])
+    ]
+    codex_market = json.loads((REPO / ".agents/plugins/marketplace.json").read_text())
+    assert [p["source"] for p in codex_market["plugins"]] == [{"source": "local", "path": "./"}]
+    assert (REPO / "LICENSE").read_text().split()[:3] == ["Apache", "License", "Version"]

@@ -19,6 +19,7 @@ from mcp_server.faces import (
     cli_config,
     cli_engine,
     cli_experiments,
+    cli_init,
     cli_report,
     cli_slurm,
     cli_store,
@@ -27,8 +28,10 @@ from mcp_server.faces.cli_base import INTERRUPTED, PIPE_CLOSED, Outcome, add_com
 from mcp_server.redact import redact_text
 
 # Every module that adds operation subcommands (`add_commands`), in --help order. Operations run
-# the same way (cli_base.run_operation); the demo and `config show` (cli_config) have their own.
+# the same way (cli_base.run_operation); the demo, `init` (cli_init) and `config show`
+# (cli_config) have their own.
 COMMAND_MODULES = (
+    cli_init,
     cli_engine,
     cli_experiments,
     cli_report,

@@ -225,6 +225,8 @@ def run_demo(workdir: Path | None, say: Callable[[str], None]) -> int:
         header("the experiment's report: provenance card, attempts, optimisation history")
         receipt = make_report(ReportQuery(experiment_id=EXPERIMENT_ID, workspace=str(workspace)))
         say(f"   report: {receipt.html_path}\n   sha256: {receipt.html_sha256}")
+        if receipt.plots_note:  # installed without the `report` extra: said, not hidden
+            say(f"   plots:  {receipt.plots_note}")
     except (SetupError, DemoFailure) as exc:
         return run.failed(exc)
     return run.ok()

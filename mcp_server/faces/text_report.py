@@ -22,5 +22,7 @@ def report_text(result: ReportResult) -> str:
     ]
     if best is not None:
         lines.append(f"  best:     trial {best.index} {best.value:.6g} {json.dumps(best.params)}")
+    if result.plots_note is not None:
+        lines.append(f"  plots:    {result.plots_note}")
     lines += [f"  note: {n}" for n in result.notes]
     return "\n".join(lines)

@@ -1,6 +1,7 @@
 """The report as one self-contained HTML page: inline CSS, the plots as inline SVG images (data
 URIs), no script, and a content security policy that forbids any fetch, so it opens from disk
-anywhere and can itself be hashed and attached. Every text from the records is escaped."""
+anywhere and can itself be hashed and attached. Every text from the records is escaped.
+Without matplotlib a visible note (`#plots-missing`) stands where the plots would be."""
 
 from __future__ import annotations
 
@@ -143,7 +144,21 @@ def _best(trial: Trial | None) -> str:
     )
 
 
-def _plots(report: ExperimentReport) -> str:
+_MISSING_STYLE = (
+    "border: 3px solid #b00020; border-radius: 6px; padding: 0.6em 1em; background: #fff3f3; "
+    "color: #b00020; font-weight: bold;"
+)
+
+
+def _missing(note: str) -> str:
+    """In place of the plots when matplotlib is missing: loud, and saying how to add them. Text
+    content needs no quote escaping, so the install command reads as it is typed."""
+    return f'<p id="plots-missing" style="{_MISSING_STYLE}">{escape(note, quote=False)}</p>'
+
+
+def _plots(report: ExperimentReport, plots_note: str | None) -> str:
+    if plots_note is not None:
+        return _missing(plots_note)
     objective = report.objective
     if not any(t.state == "succeeded" for t in report.trials) or objective is None:
         return "<p>No succeeded trial to plot yet.</p>"
@@ -169,8 +184,9 @@ def _objective(report: ExperimentReport) -> str:
     return "unknown" if objective is None else _text(f"{objective.metric} ({objective.direction})")
 
 
-def render_page(report: ExperimentReport) -> str:
-    """The page; the same report gives the same bytes."""
+def render_page(report: ExperimentReport, *, plots_note: str | None) -> str:
+    """The page; the same report gives the same bytes. With a `plots_note` (matplotlib is
+    missing: `plots.missing_plots_note()`) the note stands where the plots would be."""
     notes = "".join(f"<li>{_text(n)}</li>" for n in report.notes)
     succeeded = sum(t.state == "succeeded" for t in report.trials)
     return f"""<!DOCTYPE html>
@@ -191,7 +207,7 @@ def render_page(report: ExperimentReport) -> str:
 <h2>Attempts</h2>
 {_timeline(report)}
 <h2>Optimisation history</h2>
-{_plots(report)}
+{_plots(report, plots_note)}
 <h2>Best trial</h2>
 {_best(report.best)}
 {_sft(report)}

@@ -3,7 +3,8 @@
 
 The SVG is deterministic: a fixed hash salt for its element ids, no creation date, one bundled
 font (DejaVu Sans, shipped with matplotlib) drawn as paths, so the same trials give the same
-bytes on every run."""
+bytes on every run. Without matplotlib the report is still written, without the plots:
+`missing_plots_note()` is then the note shown in their place, naming the extra to install."""
 
 from __future__ import annotations
 
@@ -29,21 +30,41 @@ _RC = {
 _POINT, _BEST, _FAILED = "#1f77b4", "#d62728", "#7f7f7f"
 
 
-def _matplotlib() -> ModuleType:
+INSTALL = f"pip install 'automl-setup[{EXTRA}]'"
+UV_INSTALL = f"uv tool install 'automl-setup[{EXTRA}]'"
+
+
+def _import_matplotlib() -> ModuleType | None:
     try:
         return importlib.import_module("matplotlib")
     except ImportError:
+        return None
+
+
+def missing_plots_note() -> str | None:
+    """None when matplotlib is importable (the plots are drawn); otherwise the note the page,
+    the JSON and the text show in their place: the plots were left out, and how to add them."""
+    if _import_matplotlib() is not None:
+        return None
+    return (
+        "The plots were left out: matplotlib is not installed. To add them, install the "
+        f"`{EXTRA}` extra ({INSTALL}, or {UV_INSTALL}) and make the report again."
+    )
+
+
+def plotting_available() -> bool:
+    return missing_plots_note() is None
+
+
+def _matplotlib() -> ModuleType:
+    mpl = _import_matplotlib()
+    if mpl is None:  # the page asks missing_plots_note() first; this is only a guard
         raise SetupError(
             "report",
             "the report's plots need matplotlib, which is not installed",
-            f"install the `{EXTRA}` extra: pip install 'automl-setup[{EXTRA}]' (then run the "
-            "report again; nothing was written)",
-        ) from None
-
-
-def require_plotting() -> None:
-    """Refuse, naming the extra, before anything is gathered or written."""
-    _matplotlib()
+            f"install the `{EXTRA}` extra: {INSTALL}",
+        )
+    return mpl
 
 
 @contextmanager

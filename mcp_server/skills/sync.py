@@ -13,11 +13,13 @@ import os
 import shutil
 import stat
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from mcp_server.errors import SetupError
 from mcp_server.skills.links import Problem
+from mcp_server.skills.plugins import check_plugin_manifests
 from mcp_server.skills.validate import skill_dirs, validate_skills_root, walk
 
 CANONICAL_DIR = "skills"
@@ -100,8 +102,13 @@ def _compare(rel: str, want: Path | None, have: Path | None, where: Path) -> Pro
 
 
 def check_repository(repo_root: Path) -> list[Problem]:
-    """`skills check` with no paths: the canonical skills, then both discovery copies."""
-    return validate_skills_root(repo_root / CANONICAL_DIR) + check_drift(repo_root)
+    """`skills check` with no paths: the canonical skills, both discovery copies, and the skills
+    the plugin manifests ship."""
+    return (
+        validate_skills_root(repo_root / CANONICAL_DIR)
+        + check_drift(repo_root)
+        + check_plugin_manifests(repo_root, CANONICAL_DIR)
+    )
 
 
 def _remove(path: Path) -> None:
@@ -194,9 +201,15 @@ def manifest(skills_root: Path) -> dict[str, Any]:
             files.append(
                 {"path": rel, "sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
             )
-    listing = "".join(f"{f['sha256']}  {f['path']}\n" for f in files)  # sha256sum format
     return {
         "skills": [p.name for p in skill_dirs(skills_root)],
         "files": files,
-        "bundle_sha256": hashlib.sha256(listing.encode()).hexdigest(),
+        "bundle_sha256": listing_digest((f["path"], f["sha256"]) for f in files),
     }
+
+
+def listing_digest(files: Iterable[tuple[str, str]]) -> str:
+    """sha256 of the `sha256sum` listing of (path, sha256), sorted by path: one digest of a
+    skills folder (`skills manifest`) or of the skills an installation carries (`init`)."""
+    listing = "".join(f"{digest}  {path}\n" for path, digest in sorted(files))
+    return hashlib.sha256(listing.encode()).hexdigest()

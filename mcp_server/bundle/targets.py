@@ -1,0 +1,171 @@
+"""What `automl-setup init` writes into a project, and how to read what is there now.
+
+For each client: every bundled skill file in its discovery folder (Claude Code
+`.claude/skills/<name>/`, Codex and other agents `.agents/skills/<name>/`; real files, since
+Claude Code does not follow linked skill folders), and the server in its config file. With an
+engine given, the engine table of the project file (source/config.py reads it)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sysconfig
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from mcp_server.bundle.contents import Bundle
+from mcp_server.bundle.jsonedit import JsonEditError, get_member, set_member
+from mcp_server.bundle.ownership import Agent, entry_digest, file_digest
+from mcp_server.bundle.tomledit import TomlEditError, get_table, set_table
+from mcp_server.errors import InvalidInput, SetupError
+from mcp_server.fsutil import read_file
+from mcp_server.source.config import CONFIG_NAME
+
+STEP = "init"
+SERVER_NAME = "automl-setup"
+SERVER_SCRIPT = "automl-setup-mcp"
+SKILL_DIRS: dict[Agent, str] = {"claude": ".claude/skills", "codex": ".agents/skills"}
+CLIENTS: dict[Agent, str] = {"claude": "Claude Code", "codex": "Codex"}
+Format = Literal["file", "json", "toml"]
+CODEX_STARTUP_TIMEOUT_S, CODEX_TOOL_TIMEOUT_S = 20, 1800
+
+
+@dataclass(frozen=True)
+class Target:
+    """One thing init owns: a whole file (`key` empty) or an entry of a config file."""
+
+    path: str  # relative to the project, POSIX
+    key: tuple[str, ...]
+    label: str
+    format: Format
+    value: Any  # what init writes: a file's bytes, an entry's data (write only)
+    executable: bool = False
+    plan: Literal["write", "remove", "keep"] = "write"  # keep: recorded, not in this run
+
+    @property
+    def is_server(self) -> bool:
+        return self.format != "file" and self.key[-1:] == (SERVER_NAME,)
+
+    @property
+    def wanted(self) -> Any:
+        return self.value if self.plan == "write" else None
+
+    def digest(self, value: Any) -> str | None:
+        if value is None:
+            return None
+        return file_digest(value) if self.format == "file" else entry_digest(value)
+
+    @property
+    def where(self) -> str:
+        return self.path if not self.key else f"{self.path} {'.'.join(self.key)}"
+
+
+def skill_targets(bundle: Bundle, agent: Agent) -> list[Target]:
+    folder = SKILL_DIRS[agent]
+    label = f"skill file for {CLIENTS[agent]}"
+    return [
+        Target(f"{folder}/{f.path}", (), label, "file", f.data, f.executable) for f in bundle.files
+    ]
+
+
+def server_target(agent: Agent, command: list[str]) -> Target:
+    if agent == "claude":
+        value = {"type": "stdio", "command": command[0], "args": command[1:], "env": {}}
+        key = ("mcpServers", SERVER_NAME)
+        return Target(".mcp.json", key, "MCP server for Claude Code", "json", value)
+    # An install fetches, builds and installs: Codex's default tool timeout (60 s) is too short.
+    value = {
+        "command": command[0],
+        "args": command[1:],
+        "startup_timeout_sec": CODEX_STARTUP_TIMEOUT_S,
+        "tool_timeout_sec": CODEX_TOOL_TIMEOUT_S,
+    }
+    key = ("mcp_servers", SERVER_NAME)
+    return Target(".codex/config.toml", key, "MCP server for Codex", "toml", value)
+
+
+def engine_target(project: Path, engine: dict[str, str]) -> Target:
+    """The engine table of the project file: `automl-setup.toml` when there is one, else the
+    `[tool.automl-setup.engine]` table of pyproject.toml, else a new automl-setup.toml."""
+    label = "engine of the project file"
+    if (project / CONFIG_NAME).exists() or not (project / "pyproject.toml").exists():
+        return Target(CONFIG_NAME, ("engine",), label, "toml", engine)
+    return Target("pyproject.toml", ("tool", "automl-setup", "engine"), label, "toml", engine)
+
+
+def default_server_command() -> list[str]:
+    """The absolute `automl-setup-mcp` of the installation running init: it works without an
+    activated environment, and no other automl-setup on PATH stands in for it."""
+    script = Path(sysconfig.get_path("scripts")) / SERVER_SCRIPT
+    if not os.access(script, os.X_OK):
+        found = shutil.which(SERVER_SCRIPT)
+        raise SetupError(
+            STEP,
+            f"this installation has no {SERVER_SCRIPT} beside its interpreter ({script})",
+            "reinstall automl-setup (uv tool install automl-setup, or pip), or name the "
+            f"server's command: --mcp-command {found or SERVER_SCRIPT}",
+        )
+    return [str(script)]
+
+
+def check_server_command(command: list[str]) -> list[str]:
+    if not command or not command[0] or any(not part.isprintable() for part in command):
+        raise InvalidInput(
+            STEP,
+            "--mcp-command needs a command (and its arguments), printable text only",
+            "for example: --mcp-command automl-setup-mcp",
+        )
+    return command
+
+
+def missing_command(value: Any) -> str | None:
+    """Why a server entry's command cannot start (None: it can, as far as a file tells)."""
+    command = value.get("command") if isinstance(value, dict) else None
+    if not isinstance(command, str):
+        return "the entry names no command"
+    if Path(command).is_absolute() and not os.access(command, os.X_OK):
+        return f"its command {command} does not exist (or is not executable)"
+    return None
+
+
+# --- reading and writing ------------------------------------------------------------------
+
+
+def unparsable(target: Target, exc: Exception) -> SetupError:
+    return SetupError(
+        STEP,
+        f"cannot read {target.path}: {exc}; nothing was written",
+        f"fix {target.path} (init merges into it, keeping everything else), then run init again",
+    )
+
+
+def read_current(project: Path, target: Target) -> Any:
+    """What is there now: a file's bytes, an entry's data; None when absent."""
+    data = read_file(project / target.path)
+    if target.format == "file" or data is None:
+        return data
+    try:
+        text = data.decode("utf-8")
+        if target.format == "json":
+            return get_member(text, (target.key[0], target.key[1]))
+        return get_table(text, target.key)
+    except (UnicodeDecodeError, JsonEditError, TomlEditError) as exc:
+        raise unparsable(target, exc) from None
+
+
+def new_bytes(project: Path, target: Target) -> bytes:
+    """The file's bytes with the target written: a whole file, or the file with the entry
+    merged in (every other byte kept)."""
+    if target.format == "file":
+        return bytes(target.value)
+    data = read_file(project / target.path)
+    text = "" if data is None else data.decode("utf-8")
+    try:
+        if target.format == "json":
+            merged = set_member(text or "{}\n", (target.key[0], target.key[1]), target.value)
+        else:
+            merged = set_table(text, target.key, target.value)
+    except (JsonEditError, TomlEditError) as exc:
+        raise unparsable(target, exc) from None
+    return merged.encode("utf-8")
