@@ -26,6 +26,7 @@ def record_models() -> dict[str, type[BaseModel]]:
     from mcp_server.experiments.registry import RegisteredExperiment
     from mcp_server.operations import ProvenanceReport
     from mcp_server.report.build import ReportResult
+    from mcp_server.skills.report import SkillsReport
     from mcp_server.slurm.receipts import Receipt
     from mcp_server.slurm.registry import JobRegistry
     from mcp_server.slurm.watch import WatchMemory
@@ -47,6 +48,8 @@ def record_models() -> dict[str, type[BaseModel]]:
         # `.automl-setup/init.json` in a user's project, and what `init --json` prints.
         "init-record.schema.json": InitRecord,
         "init-result.schema.json": InitResult,
+        # What `skills check --format json` and `skills links --format json` print.
+        "skills-report.schema.json": SkillsReport,
     }
 
 

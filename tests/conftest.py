@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -225,6 +226,21 @@ def user_project(root: Path) -> Path:
 def snapshot(project: Path) -> dict[str, str]:
     """Every file of a project but its .git, for byte-identity checks."""
     return tree_digest(project, skip=lambda rel: rel.parts[0] == ".git")
+
+
+def checkout_copy(root: Path) -> Path:
+    """This repository as a user's clone has it: the files git tracks (and new ones it does not
+    ignore), without this checkout's .venv."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO_ROOT, capture_output=True, check=True,
+    ).stdout.decode().split("\0")  # fmt: skip
+    for rel in filter(None, listed):
+        source = REPO_ROOT / rel
+        if source.is_file():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, root / rel)
+    return root
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from pathlib import Path
 import anyio
 import pytest
 import yaml
-from conftest import REPO_ROOT, WheelInstall, outside_env, snapshot, user_project
+from conftest import REPO_ROOT, WheelInstall, checkout_copy, outside_env, snapshot, user_project
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
@@ -172,25 +172,10 @@ def test_init_from_the_wheel_is_seen_by_both_clients(
     assert snapshot(project) == before
 
 
-def plugin_copy(root: Path) -> Path:
-    """This repository as a user's clone has it: the files git tracks (and new ones it does not
-    ignore), without this checkout's .venv."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=REPO_ROOT, capture_output=True, check=True,
-    ).stdout.decode().split("\0")  # fmt: skip
-    for rel in filter(None, listed):
-        source = REPO_ROOT / rel
-        if source.is_file():
-            (root / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, root / rel)
-    return root
-
-
 def test_the_repository_is_a_claude_code_plugin_and_marketplace(
     tmp_path: Path, clients: Clients
 ) -> None:
-    repo = plugin_copy(tmp_path / "automl-setup")
+    repo = checkout_copy(tmp_path / "automl-setup")
     # The root holds the marketplace; its plugin (the root again) is validated by its manifest.
     for target in (repo, repo / ".claude-plugin" / "plugin.json"):
         out = clients.run("claude", "plugin", "validate", "--json", str(target), cwd=repo)
@@ -234,7 +219,7 @@ def test_the_repository_is_a_claude_code_plugin_and_marketplace(
 
 
 def test_the_repository_is_a_codex_plugin_and_marketplace(tmp_path: Path, clients: Clients) -> None:
-    repo = plugin_copy(tmp_path / "automl-setup")
+    repo = checkout_copy(tmp_path / "automl-setup")
     clients.run("codex", "plugin", "marketplace", "add", str(repo), cwd=tmp_path)
     clients.run("codex", "plugin", "add", "automl-setup@automl-setup", cwd=tmp_path)
     plugins = clients.run("codex", "plugin", "list", cwd=tmp_path)

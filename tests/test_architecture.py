@@ -45,7 +45,7 @@ MAY_IMPORT = {
     # skills/, reading only the profile rules (an engine table it writes must load).
     "bundle": {"foundation", "source", "skills", "bundle"},
     "faces": CORE | {"slurm", "report", "operations", "skills", "bundle", "faces"},
-    "schemagen": CORE | {"slurm", "report", "operations", "bundle"},
+    "schemagen": CORE | {"slurm", "report", "operations", "bundle", "skills"},
 }
 # Whose face lists what: commands and tools that are not operations, and why.
 CLI_ONLY_COMMANDS = {

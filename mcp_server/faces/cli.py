@@ -96,9 +96,10 @@ def build_parser() -> argparse.ArgumentParser:
     # Listed for --help only: main() hands `skills ...` to the skills command before parsing.
     add_command(
         sub, "skills", "skills sync|check|manifest|links (see `skills --help`)",
-        description="Validate this repository's agent skills, sync them to the discovery "
-        "paths (.claude/skills, .agents/skills), print their manifest or check their links: "
-        "`automl-setup skills --help` lists the commands.",
+        description="Validate a repository's agent skills (graded findings; text, JSON or "
+        "GitHub annotations), sync them to the discovery paths (.claude/skills, "
+        ".agents/skills), print their manifest or check their links: `automl-setup skills "
+        "--help` lists the commands.",
         example="automl-setup skills sync\nautoml-setup skills check",
     )  # fmt: skip
 

@@ -10,8 +10,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from mcp_server.errors import ExitCode, SetupError
-from mcp_server.skills.links import Problem, check_links, default_link_targets
+from mcp_server.skills.links import Problem, Tally, check_links, default_link_targets
 from mcp_server.skills.reference import reference_problems
+from mcp_server.skills.report import FORMATS, Format, build_report, render
+from mcp_server.skills.settings import LayoutError, read_layout
 from mcp_server.skills.sync import CANONICAL_DIR, check_repository, manifest, sync
 from mcp_server.skills.validate import check_paths, skill_dirs, skills_named
 
@@ -21,10 +23,14 @@ class _UsageError(Exception):
 
 
 PATHS_HELP = {
-    "check": "skill folders or files to check (default: every skill, and drift)",
-    "links": "markdown files or folders to check (default: the repository's markdown)",
+    "check": "skill folders, folders of skills, or files of skills to check (a file outside "
+    "every skill is passed over; default: every skill of --skills-dir, and the mirrors)",
+    "links": "markdown files or folders to check (default: README.md, docs/, skills/)",
 }
-EXIT_CODES = "exit codes:\n  0  ok\n  1  problems found, or refused\n  2  usage error"
+EXIT_CODES = (
+    "exit codes:\n  0  ok (warnings only, without --strict)\n  1  errors found (or warnings, "
+    "with --strict), or refused\n  2  usage error"
+)
 # (command, one-line help, the paragraph of its --help)
 COMMANDS = (
     ("sync", "copy skills/ into .claude/skills/ and .agents/skills/",
@@ -33,14 +39,16 @@ COMMANDS = (
      "longer in skills/ are removed there."),
     ("check", "validate skills; with no PATH also detect drift",
      "Validate every skill with our strict rules and the Agent Skills reference validator "
-     "(skills-ref); with no PATH, also report copies in the discovery paths that drifted "
-     "from skills/."),
+     "(skills-ref), each finding graded: an error for what the specification requires, a "
+     "warning for what it recommends. With no PATH, also report copies in the mirrors that "
+     "drifted from the skills folder (the mirrors named by --mirror or the repository's "
+     "[tool.automl-setup.skills] settings, else the discovery folders that exist)."),
     ("manifest", "print sha256 and size of each skill file",
      "Print the sha256 and size of every file of every skill, one line each, for a review "
      "or a release note to pin."),
     ("links", "check relative links and anchors in markdown",
      "Check that every relative link and #anchor in the repository's markdown (or the "
-     "PATHs) points at a file and heading that exist."),
+     "PATHs) points at a file and heading that exist; the last line counts what was checked."),
 )  # fmt: skip
 
 
@@ -65,6 +73,17 @@ def _parser() -> argparse.ArgumentParser:
         )  # fmt: skip
         if name in PATHS_HELP:
             p.add_argument("paths", nargs="*", type=Path, metavar="PATH", help=PATHS_HELP[name])
+            p.add_argument(
+                "--format", choices=FORMATS, default="text",
+                help="text (default), json (one document), github (workflow annotations)",
+            )  # fmt: skip
+            p.add_argument("--strict", action="store_true", help="warnings fail too (exit 1)")
+        if name == "check":
+            p.add_argument("--skills-dir", help="the canonical skills folder (default: skills)")
+            p.add_argument(
+                "--mirror", action="append", metavar="PATH",
+                help="a folder that must be an exact copy of the skills folder (repeatable)",
+            )  # fmt: skip
     return parser
 
 
@@ -86,14 +105,30 @@ def _existing(paths: Sequence[Path]) -> list[Path]:
     return [p.absolute() for p in paths]
 
 
-def _report(problems: list[Problem], root: Path, what: str) -> int:
-    for problem in problems:
-        print(problem.format(root))
-    if problems:
-        print(f"{what}: {len(problems)} problem(s)", file=sys.stderr)
-        return ExitCode.REFUSED
-    print(f"{what}: ok")
-    return ExitCode.OK
+def _report(args: argparse.Namespace, root: Path, problems: list[Problem], tally: Tally) -> int:
+    fmt: Format = args.format
+    report = build_report(args.command, root, problems, tally, args.strict)
+    print(render(report, fmt))
+    return ExitCode.OK if report.ok else ExitCode.REFUSED
+
+
+def _check(args: argparse.Namespace, tally: Tally) -> tuple[Path, list[Problem]]:
+    """Our rules, then the reference validator's findings beside them: either fails."""
+    if args.paths:
+        root = _root(args, need_skills=False)
+        paths = _existing(args.paths)
+        theirs = reference_problems(skills_named(paths))
+        return root, check_paths(paths, tally) + theirs
+    root = _root(args, need_skills=False)
+    try:
+        layout = read_layout(root, args.skills_dir, args.mirror)
+    except LayoutError as exc:
+        raise _UsageError(str(exc)) from None
+    if not (root / layout.skills_dir).is_dir():
+        raise _UsageError(f"no {layout.skills_dir}/ folder in {root}; pass --root or --skills-dir")
+    theirs = reference_problems(skill_dirs(root / layout.skills_dir))
+    mine = check_repository(root, layout.skills_dir, layout.mirrors, tally)
+    return root, mine + theirs
 
 
 def cli_main(argv: list[str]) -> int:
@@ -111,22 +146,17 @@ def cli_main(argv: list[str]) -> int:
             print("skills sync: " + ("updated" if changes else "already in sync"))
             return ExitCode.OK
         if args.command == "check":
-            # Our rules, then the reference validator's findings beside them: either fails.
-            if args.paths:
-                root = _root(args, need_skills=False)
-                paths = _existing(args.paths)
-                theirs = reference_problems(skills_named(paths))
-                return _report(check_paths(paths) + theirs, root, "skills check")
-            root = _root(args, need_skills=True)
-            theirs = reference_problems(skill_dirs(root / CANONICAL_DIR))
-            return _report(check_repository(root) + theirs, root, "skills check")
+            tally = Tally()
+            root, problems = _check(args, tally)
+            return _report(args, root, problems, tally)
         if args.command == "manifest":
             root = _root(args, need_skills=True)
             print(json.dumps(manifest(root / CANONICAL_DIR), indent=2))
             return ExitCode.OK
         root = _root(args, need_skills=False)
         targets = _existing(args.paths) if args.paths else default_link_targets(root)
-        return _report(check_links(targets, confine=root), root, "link check")
+        tally = Tally()
+        return _report(args, root, check_links(targets, confine=root, tally=tally), tally)
     except _UsageError as exc:
         print(f"automl-setup skills: error: {exc}", file=sys.stderr)
         return ExitCode.INVALID_INPUT

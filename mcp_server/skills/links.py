@@ -28,21 +28,47 @@ DEFAULT_LINK_TARGETS = ("README.md", "docs", "skills")
 _ALLOWED_SCHEMES = frozenset({"http", "https", "mailto"})
 
 
+# The Agent Skills specification's recommendations (and the clients' limits) rather than its
+# requirements: reported as warnings, failing only under --strict. Every other rule is an error.
+WARNING_RULES = frozenset(
+    {"body-length", "nested-reference", "description-trigger", "description-long"}
+)
+
+
 @dataclass(frozen=True, order=True)
 class Problem:
-    """One finding, printed as `path:line: rule: message` by every check of this package."""
+    """One finding, printed as `path:line: rule: message` (an error) or `path:line: warning
+    rule: message` by every check of this package."""
 
     path: Path
     line: int
     rule: str
     message: str
 
-    def format(self, base: Path | None = None) -> str:
+    @property
+    def severity(self) -> str:
+        return "warning" if self.rule in WARNING_RULES else "error"
+
+    def shown_path(self, base: Path | None = None) -> str:
         shown = self.path
         if base is not None:
             with contextlib.suppress(ValueError):  # outside base: keep the full path
                 shown = self.path.relative_to(base)
-        return f"{shown.as_posix()}:{self.line}: {self.rule}: {self.message}"
+        return shown.as_posix()
+
+    def format(self, base: Path | None = None) -> str:
+        grade = "warning " if self.severity == "warning" else ""
+        return f"{self.shown_path(base)}:{self.line}: {grade}{self.rule}: {self.message}"
+
+
+@dataclass
+class Tally:
+    """What a check looked at, for the counts every output ends with."""
+
+    skills: int = 0
+    files: int = 0
+    links: int = 0
+    anchors: int = 0
 
 
 @dataclass(frozen=True)
@@ -266,6 +292,7 @@ class LinkChecker:
     """Checks markdown files; `confine` is the folder links may not leave (repository, skill)."""
 
     confine: Path
+    tally: Tally = field(default_factory=Tally)
     _anchor_cache: dict[Path, set[str]] = field(default_factory=dict, init=False, repr=False)
 
     def _anchors_of(self, path: Path) -> set[str]:
@@ -282,6 +309,7 @@ class LinkChecker:
         except UnicodeDecodeError as exc:
             return [Problem(path, 1, "encoding", f"not UTF-8: {exc.reason}")]
         self._anchor_cache[path.resolve()] = anchors(text)
+        self.tally.files += 1
         problems: list[Problem] = []
         for link in extract_links(text):
             message = self._check_link(path, link.target)
@@ -302,6 +330,7 @@ class LinkChecker:
             return ("link-syntax", f"{target}: protocol-relative URL; write https://")
         parts = urlsplit(target)
         path_part, fragment = unquote(parts.path), unquote(parts.fragment)
+        self.tally.links += 1  # a relative link: its target is checked on disk
         if path_part.startswith("/"):
             return ("link-absolute", f"{target}: absolute path; use a path relative to this file")
         resolved = (source.parent / path_part).resolve() if path_part else source.resolve()
@@ -314,6 +343,7 @@ class LinkChecker:
             return None
         if resolved.is_dir() or resolved.suffix.lower() not in MARKDOWN_SUFFIXES:
             return ("link-anchor", f"{target}: an anchor can only be checked in a markdown file")
+        self.tally.anchors += 1
         known = self._anchors_of(resolved)
         if fragment in known:
             return None
@@ -338,9 +368,9 @@ def default_link_targets(repo_root: Path) -> list[Path]:
     return [repo_root / name for name in DEFAULT_LINK_TARGETS if (repo_root / name).exists()]
 
 
-def check_links(paths: Iterable[Path], confine: Path) -> list[Problem]:
+def check_links(paths: Iterable[Path], confine: Path, tally: Tally | None = None) -> list[Problem]:
     """Check every markdown file under `paths`; links may not leave `confine`."""
-    checker = LinkChecker(confine)
+    checker = LinkChecker(confine, tally or Tally())
     problems: list[Problem] = []
     for path in markdown_files(paths):
         problems.extend(checker.check_file(path))

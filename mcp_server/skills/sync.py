@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from mcp_server.errors import SetupError
-from mcp_server.skills.links import Problem
+from mcp_server.skills.links import Problem, Tally
 from mcp_server.skills.plugins import check_plugin_manifests
 from mcp_server.skills.validate import skill_dirs, validate_skills_root, walk
 
@@ -52,12 +52,16 @@ def _symlinked_ancestor(repo_root: Path, mirror: Path) -> Path | None:
     return None
 
 
-def check_drift(repo_root: Path) -> list[Problem]:
+def check_drift(
+    repo_root: Path,
+    mirrors: tuple[str, ...] = MIRROR_DIRS,
+    canonical_dir: str = CANONICAL_DIR,
+) -> list[Problem]:
     """Each discovery folder must hold exactly the canonical skills, byte for byte, no links."""
-    canonical = repo_root / CANONICAL_DIR
+    canonical = repo_root / canonical_dir
     expected = _tree(canonical)
     problems: list[Problem] = []
-    for mirror_rel in MIRROR_DIRS:
+    for mirror_rel in mirrors:
         mirror = repo_root / mirror_rel
         linked = _symlinked_ancestor(repo_root, mirror)
         if linked is not None:
@@ -101,13 +105,18 @@ def _compare(rel: str, want: Path | None, have: Path | None, where: Path) -> Pro
     return None
 
 
-def check_repository(repo_root: Path) -> list[Problem]:
-    """`skills check` with no paths: the canonical skills, both discovery copies, and the skills
-    the plugin manifests ship."""
+def check_repository(
+    repo_root: Path,
+    canonical_dir: str = CANONICAL_DIR,
+    mirrors: tuple[str, ...] = MIRROR_DIRS,
+    tally: Tally | None = None,
+) -> list[Problem]:
+    """`skills check` with no paths: the canonical skills, the discovery copies named in
+    `mirrors`, and the skills the plugin manifests ship."""
     return (
-        validate_skills_root(repo_root / CANONICAL_DIR)
-        + check_drift(repo_root)
-        + check_plugin_manifests(repo_root, CANONICAL_DIR)
+        validate_skills_root(repo_root / canonical_dir, tally)
+        + check_drift(repo_root, mirrors, canonical_dir)
+        + check_plugin_manifests(repo_root, canonical_dir)
     )
 
 
@@ -141,7 +150,8 @@ def sync(repo_root: Path) -> list[str]:
             f"no {CANONICAL_DIR}/ folder in {repo_root}",
             "run it from the repository root, or pass --root DIR",
         )
-    problems = validate_skills_root(canonical)
+    # Warnings (the specification's advice) do not stop a copy; errors do.
+    problems = [p for p in validate_skills_root(canonical) if p.severity == "error"]
     if problems:
         raise SetupError(
             "skills sync",

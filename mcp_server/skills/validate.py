@@ -9,6 +9,7 @@ match, body length, links and anchors, no hidden entries and no symlinks.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -18,10 +19,15 @@ from typing import Any
 import jsonschema
 import yaml
 
-from mcp_server.skills.links import LinkChecker, Problem
+from mcp_server.skills.links import LinkChecker, Problem, Tally, extract_links
 
 SKILL_FILE = "SKILL.md"
 MAX_BODY_LINES = 500
+# Clients list every skill's description against a budget and cut what is longer (Claude Code
+# shows 250 characters in /skills; Codex trims descriptions to fit its skills budget): a
+# description over this many characters is a warning, over the specification's 1024 an error.
+LONG_DESCRIPTION = 500
+_TRIGGER = re.compile(r"\buse (?:this |it )?(?:skill )?when\b", re.IGNORECASE)
 SCHEMA_PATH = Path(__file__).parent.parent / "schemas" / "skill-frontmatter.schema.json"
 
 
@@ -221,8 +227,10 @@ def _layout_problems(skill_dir: Path) -> list[Problem]:
     return problems
 
 
-def validate_skill(skill_dir: Path) -> list[Problem]:
+def validate_skill(skill_dir: Path, tally: Tally | None = None) -> list[Problem]:
     """Every rule for one skill folder; an empty list means every client can load it."""
+    tally = tally or Tally()
+    tally.skills += 1
     if skill_dir.is_symlink():
         return [Problem(skill_dir, 1, "symlink", "skill folder is a symlink; use a real folder")]
     problems = _layout_problems(skill_dir)
@@ -244,17 +252,65 @@ def validate_skill(skill_dir: Path) -> list[Problem]:
         if isinstance(name, str) and name != skill_dir.name:
             message = f"name {name!r} differs from its folder {skill_dir.name!r}"
             problems.append(Problem(skill_md, fm.lines.get(("name",), 1), "name-folder", message))
+        problems.extend(_description_advice(skill_md, fm))
         if len(fm.body) > MAX_BODY_LINES:
             line = fm.body_first_line + MAX_BODY_LINES
             message = f"body has {len(fm.body)} lines, at most {MAX_BODY_LINES}; move detail"
             message += " to references/"
             problems.append(Problem(skill_md, line, "body-length", message))
     # Links must stay inside the skill: it is copied, and may be installed, on its own.
-    checker = LinkChecker(confine=skill_dir)
+    checker = LinkChecker(confine=skill_dir, tally=tally)
     skipped = {p.path for p in problems if p.rule in {"hidden-entry", "symlink"}}
     for md in walk(skill_dir):
         if md.suffix == ".md" and md.is_file() and not (skipped & {md, *md.parents}):
             problems.extend(checker.check_file(md))
+            if md != skill_md:
+                problems.extend(_nested_references(skill_dir, md))
+    return problems
+
+
+def _description_advice(skill_md: Path, fm: Frontmatter) -> list[Problem]:
+    """The specification's advice on descriptions: say when to use the skill, and keep it
+    short enough for the clients' lists."""
+    description = fm.data.get("description")
+    if not isinstance(description, str) or not description.strip():
+        return []  # the schema reports it
+    line = fm.lines.get(("description",), 1)
+    collapsed = " ".join(description.split())
+    problems = []
+    if not _TRIGGER.search(collapsed):
+        message = "description says what the skill does but not when: add 'Use when ...'"
+        problems.append(Problem(skill_md, line, "description-trigger", message))
+    if LONG_DESCRIPTION < len(collapsed) <= 1024:
+        message = (
+            f"description has {len(collapsed)} characters; clients cut long ones in their "
+            f"skill lists: keep it under {LONG_DESCRIPTION}, with the trigger first"
+        )
+        problems.append(Problem(skill_md, line, "description-long", message))
+    return problems
+
+
+def _nested_references(skill_dir: Path, md: Path) -> list[Problem]:
+    """References stay one level deep from SKILL.md: a reference that sends the reader on to
+    another reference is a chain an agent may not follow."""
+    problems = []
+    text = md.read_text(encoding="utf-8", errors="replace")
+    for link in extract_links(text):
+        target = (link.target or "").split("#", 1)[0]
+        if not target or ":" in target or target.startswith("/"):
+            continue
+        resolved = (md.parent / target).resolve()
+        inside = resolved.is_relative_to(skill_dir.resolve())
+        if (
+            inside
+            and resolved.suffix == ".md"
+            and resolved not in (md.resolve(), (skill_dir / SKILL_FILE).resolve())
+        ):
+            message = (
+                f"{target}: a reference linking to another reference; link it from {SKILL_FILE} "
+                "instead (references one level deep)"
+            )
+            problems.append(Problem(md, link.line, "nested-reference", message))
     return problems
 
 
@@ -262,7 +318,7 @@ def skill_dirs(skills_root: Path) -> list[Path]:
     return sorted(p for p in skills_root.iterdir() if p.is_dir() or p.is_symlink())
 
 
-def validate_skills_root(skills_root: Path) -> list[Problem]:
+def validate_skills_root(skills_root: Path, tally: Tally | None = None) -> list[Problem]:
     """Every skill in a folder of skills; anything else in that folder is a problem."""
     problems = []
     entries = sorted(skills_root.iterdir())
@@ -270,7 +326,7 @@ def validate_skills_root(skills_root: Path) -> list[Problem]:
         if entry.name.startswith("."):
             problems.append(Problem(entry, 1, "hidden-entry", "no hidden files or folders"))
         elif entry.is_symlink() or entry.is_dir():
-            problems.extend(validate_skill(entry))
+            problems.extend(validate_skill(entry, tally))
         else:
             problems.append(Problem(entry, 1, "layout", "only skill folders belong here"))
     if not any(e.is_dir() for e in entries):
@@ -278,27 +334,44 @@ def validate_skills_root(skills_root: Path) -> list[Problem]:
     return problems
 
 
-def _named(path: Path) -> tuple[Path, bool]:
-    """What a PATH of `skills check` names: (the folder, whether it is a folder of skills)."""
-    if path.is_file() and path.name == SKILL_FILE:
-        return path.parent, False
+def _enclosing_skill(path: Path) -> Path | None:
+    """The skill folder a file belongs to: the nearest folder above it holding a SKILL.md."""
+    for folder in path.absolute().parents:
+        if (folder / SKILL_FILE).is_file():
+            return folder
+    return None
+
+
+def _named(path: Path) -> list[tuple[Path, bool]]:
+    """What a PATH of `skills check` names: (folder, whether it is a folder of skills) pairs.
+    A SKILL.md or any other file of a skill names its skill (pre-commit passes the changed
+    files); a file outside every skill names nothing."""
+    if path.is_file():
+        skill = path.parent if path.name == SKILL_FILE else _enclosing_skill(path)
+        return [] if skill is None else [(skill, False)]
     if (path / SKILL_FILE).exists() or not _holds_skills(path):
-        return path, False
-    return path, True
+        return [(path, False)]
+    return [(path, True)]
 
 
-def check_paths(paths: Sequence[Path]) -> list[Problem]:
-    """`skills check PATH...`: each PATH is a SKILL.md, a skill folder or a folder of skills."""
+def _named_all(paths: Sequence[Path]) -> list[tuple[Path, bool]]:
+    return list(dict.fromkeys(pair for path in paths for pair in _named(path)))
+
+
+def check_paths(paths: Sequence[Path], tally: Tally | None = None) -> list[Problem]:
+    """`skills check PATH...`: each PATH is a skill's file, a skill folder or a folder of skills."""
     problems = []
-    for folder, is_root in map(_named, paths):
-        problems.extend(validate_skills_root(folder) if is_root else validate_skill(folder))
+    for folder, is_root in _named_all(paths):
+        problems.extend(
+            validate_skills_root(folder, tally) if is_root else validate_skill(folder, tally)
+        )
     return problems
 
 
 def skills_named(paths: Sequence[Path]) -> list[Path]:
     """The skill folders that `check_paths(paths)` validates."""
     found: list[Path] = []
-    for folder, is_root in map(_named, paths):
+    for folder, is_root in _named_all(paths):
         found.extend(skill_dirs(folder) if is_root else [folder])
     return found
 

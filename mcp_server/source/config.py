@@ -5,7 +5,9 @@ Found like the ecosystem's tools find theirs: from a start directory upward, the
 directory holding `automl-setup.toml`, or a `pyproject.toml` with a `[tool.automl-setup]`
 table (a `pyproject.toml` without one is passed over; in one directory the dedicated file
 wins). Its keys: an `engine` table (repository, subdirectory, distribution, requirement),
-`workspace` and `python` (relative paths are relative to the file's directory).
+`workspace` and `python` (relative paths are relative to the file's directory), and a `skills`
+table read by `skills check` alone (skills/settings.py; a pyproject table holding only that is
+passed over).
 
 Which profile a command uses: a profile file given explicitly (`--profile`, `profile.file`),
 else the file named by AUTOML_SETUP_PROFILE, else the project file's `engine`, else the
@@ -29,7 +31,7 @@ PROFILE_ENV = "AUTOML_SETUP_PROFILE"
 STORE_ENV = "AUTOML_SETUP_STORE"
 CONFIG_NAME = "automl-setup.toml"
 PYPROJECT_TABLE = "[tool.automl-setup]"
-_KEYS = {"engine", "workspace", "python", "store"}
+_KEYS = {"engine", "workspace", "python", "store", "skills"}
 STEP = "project configuration"
 
 
@@ -54,9 +56,11 @@ def find_project_file(start: Path) -> ProjectFile | None:
         pyproject = directory / "pyproject.toml"
         if pyproject.is_file():
             tool = _read_toml(pyproject).get("tool", {})
-            if isinstance(tool, dict) and "automl-setup" in tool:
+            table = tool.get("automl-setup") if isinstance(tool, dict) else None
+            # A table of `skills check` settings only says nothing about engines: passed over.
+            if table is not None and not (isinstance(table, dict) and set(table) <= {"skills"}):
                 label = f"{pyproject} {PYPROJECT_TABLE}"
-                return _settings(pyproject, label, tool["automl-setup"])
+                return _settings(pyproject, label, table)
     return None
 
 
@@ -70,7 +74,7 @@ def _read_toml(path: Path) -> dict[str, Any]:
 
 
 def _settings(path: Path, label: str, table: Any) -> ProjectFile:
-    remedy = f"keep only these keys in {label}: engine (a table), workspace, python, store"
+    remedy = f"keep only these keys in {label}: engine (a table), workspace, python, store, skills"
     if not isinstance(table, dict):
         raise InvalidInput(STEP, f"{label} is not a table", remedy)
     unknown = sorted(set(table) - _KEYS)
