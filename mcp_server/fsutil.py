@@ -99,6 +99,18 @@ def exclusive_create(path: Path, data: bytes) -> None:
         raise io_failure("create", path, exc) from None
 
 
+def create_new_or_same(path: Path, data: bytes, *, step: str, what: str, remedy: str) -> bool:
+    """Create `path` with `data`: True when written, False when it already holds exactly these
+    bytes; a refusal when it holds anything else (a file is never overwritten)."""
+    try:
+        exclusive_create(path, data)
+    except FileExistsError:
+        if read_file(path) == data:
+            return False
+        raise SetupError(step, f"{path} already exists and is not {what}", remedy) from None
+    return True
+
+
 def append_json_line(path: Path, entry: dict[str, Any]) -> None:
     """Append one JSON object as a line and fsync; the line is written with a single write()."""
     line = (json.dumps(entry, sort_keys=True, separators=(",", ":")) + "\n").encode("utf-8")

@@ -137,7 +137,7 @@ def verify(query: ProvenanceQuery) -> ProvenanceReport:
     from mcp_server.environment import diagnose as diagnosis
     from mcp_server.environment import install as installing
 
-    report = installing.verify(query.python, query.profile)
+    report = installing.verify(query.python, query.profile, deep=query.deep)
     found = None
     if report.exit_code == ExitCode.NOTHING_INSTALLED:
         found = diagnosis.diagnose(query.python, query.profile)
@@ -331,6 +331,12 @@ OPERATIONS: tuple[Operation, ...] = (
         "mcp_server.experiments.recreate:RecreateRequest",
         "recreate",
         "recreate_engine",
+    ),
+    Operation(
+        "mcp_server.experiments.lock:lock_experiment",
+        "mcp_server.experiments.lock:LockQuery",
+        "lock",
+        "lock_experiment",
     ),
     Operation(
         "mcp_server.slurm.watch:tick",

@@ -53,6 +53,11 @@ class InstallRequest(Request):
     extras: tuple[ExtraName, ...] = ()
     wheel: WheelPath | None = Field(None, description="A reviewed wheel to install exactly.")
     sha256: WheelSha256 | None = Field(None, description="The reviewed wheel's sha256.")
+    require_pinned: bool = Field(
+        False,
+        description="Refuse an engine whose dependency closure resolves a moving reference (a "
+        "VCS or URL requirement naming no commit), changing nothing.",
+    )
 
     @model_validator(mode="after")
     def _one_source(self) -> InstallRequest:
@@ -114,6 +119,11 @@ class ProvenanceQuery(Request):
     python: TargetPath | None
     experiment_id: ExperimentId | None = None
     workspace: WorkspacePath | None = None
+    deep: bool = Field(
+        False,
+        description="Also hash every file of every distribution of the engine's dependency "
+        "closure against its RECORD (reading them all: slower), naming each edited file.",
+    )
 
     @model_validator(mode="after")
     def _both_or_neither(self) -> ProvenanceQuery:

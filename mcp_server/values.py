@@ -383,3 +383,18 @@ class ReportPath(_PathValue):
         if not checked.endswith(".html"):
             raise InvalidInput(cls.step, f"{shown(raw, 100)} does not end in .html", cls.remedy)
         return checked
+
+
+class LockPath(_PathValue):
+    """Where a PEP 751 lock is written: `pylock.toml` or `pylock.<name>.toml` (resolved)."""
+
+    step, label = "validate lock path", "lock path"
+    remedy: Remedy = ("give ", Arg("out", "pylock.toml"), " (or pylock.<name>.toml)")
+
+    @classmethod
+    def _check(cls, raw: str) -> str:
+        value = super()._check(raw)
+        if not re.fullmatch(r"pylock(\.[A-Za-z0-9_-]+)?\.toml", Path(value).name):
+            cause = f"{shown(Path(value).name)} is not a PEP 751 lock file name"
+            raise InvalidInput(cls.step, cause, cls.remedy)
+        return value

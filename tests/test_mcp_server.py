@@ -58,6 +58,7 @@ TOOLS = {
     "register_slurm_watch": (False, False, True, True),
     "store_wheels": (False, True, True, False),
     "recreate_engine": (False, False, True, True),
+    "lock_experiment": (False, False, True, True),
 }
 
 

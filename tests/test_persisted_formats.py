@@ -19,6 +19,7 @@ from pydantic import BaseModel
 
 from mcp_server.bundle.ownership import RECORD_PATH, InitRecord, OwnedItem
 from mcp_server.bundle.ownership import read_record as read_init
+from mcp_server.environment.closure import ClosureMember, DirectUrl
 from mcp_server.environment.identity import compute_identity_digest
 from mcp_server.environment.records import (
     BuildIdentity,
@@ -63,6 +64,27 @@ ENVIRONMENT = EnvironmentInfo(
     watched={"gepa": None, "torch": "2.4.0"},
     torch_cuda=None,
 )
+CLOSURE = {
+    "depa": ClosureMember(
+        version="1.0",
+        record_sha256=SHA,
+        installer="uv",
+        direct_url=DirectUrl(
+            url="file:///srv/git/depa.git",
+            kind="vcs",
+            vcs="git",
+            commit_id=COMMIT,
+            requested_revision=None,
+            subdirectory=None,
+            archive_hash=None,
+            editable=False,
+        ),
+        moving=True,
+    ),
+    "numpy": ClosureMember(
+        version="2.0.0", record_sha256=SHA, installer="uv", direct_url=None, moving=False
+    ),
+}
 RECORD = InstallRecord(
     origin="source-build",
     source=SOURCE,
@@ -78,7 +100,8 @@ RECORD = InstallRecord(
         time="2026-01-01T00:00:00+00:00",
     ),
     environment=ENVIRONMENT,
-    identity_digest=compute_identity_digest(SOURCE, BUILD, ENVIRONMENT),
+    identity_digest=compute_identity_digest(SOURCE, BUILD, ENVIRONMENT, CLOSURE),
+    closure=CLOSURE,
 )
 HISTORY = HistoryEntry(
     time="2026-01-01T00:00:00+00:00",
@@ -118,6 +141,7 @@ BINDING = Binding(
         interpreter="/env/bin/python",
         cli="automl-refengine",
         extras=["training"],
+        closure=CLOSURE,
     ),
     argv=["/env/bin/automl-refengine", "run", "--approve"],
     host="node-1",

@@ -27,6 +27,8 @@ from test_experiments import (
 )
 
 from mcp_server.environment.gepa_pin import GEPA_PIN
+from mcp_server.environment.identity import compute_identity_digest
+from mcp_server.environment.records import BuildIdentity, EnvironmentInfo, SourceIdentity
 from mcp_server.source.build import tomllib, uv_binary
 from mcp_server.source.sourcerepo import SourceRepository, reference_engine_source
 
@@ -228,10 +230,16 @@ def test_recreate_installs_the_bound_extras_and_the_resume_is_accepted(
     exp = make_interrupted(tmp_path, env, reaper, max_trials=3, sleep=0.2)
     written = exp.binding.read_bytes()
     binding = json.loads(written)
-    assert (binding["schema_version"], binding["engine"]["extras"]) == (2, ["prompts"])
+    assert (binding["schema_version"], binding["engine"]["extras"]) == (3, ["prompts"])
 
-    # A binding of format 1 (an older release) has no extras: the refusal says so.
-    engine_v1 = {k: v for k, v in binding["engine"].items() if k != "extras"}
+    # A binding of format 1 (an older release) has no extras (nor a closure, which its digest
+    # does not cover): the refusal says so.
+    engine_v1 = {k: v for k, v in binding["engine"].items() if k not in ("extras", "closure")}
+    engine_v1["identity_digest"] = compute_identity_digest(
+        SourceIdentity(**engine_v1["source"]),
+        BuildIdentity(**engine_v1["build"]),
+        EnvironmentInfo(**engine_v1["environment"]),
+    )
     exp.binding.write_text(json.dumps({**binding, "schema_version": 1, "engine": engine_v1}))
     old = run_cli(
         "recreate", "--experiment-id", exp.experiment_id, "--workspace", str(exp.workspace),

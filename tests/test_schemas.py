@@ -80,7 +80,7 @@ def test_real_records_validate_against_their_schemas(tmp_path: Path, installed_e
     # The schemas are not vacuous: damaged records fail them.
     assert invalid("install-record.schema.json", {**record, "extra": 1})
     assert invalid("install-record.schema.json", {k: v for k, v in record.items() if k != "source"})
-    assert invalid("experiment-binding.schema.json", {**binding, "schema_version": 3})
+    assert invalid("experiment-binding.schema.json", {**binding, "schema_version": 4})
     engine = {**binding["engine"], "source": {**binding["engine"]["source"], "commit": None}}
     assert invalid("experiment-binding.schema.json", {**binding, "profile": engine})
     assert invalid("experiment-attempt.schema.json", {**attempts[0], "outcome": "maybe"})

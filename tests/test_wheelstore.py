@@ -130,7 +130,7 @@ def test_reviewed_wheel_installs_exactly_with_its_origin(world: World) -> None:
     assert result.code == 0, result.output
     record = json.loads((target / ".automl-setup" / "engine-record.json").read_text())
     assert record["origin"] == "reviewed-wheel" and record["source"] is None
-    assert record["schema_version"] == 2 and record["build"]["backend"] is None
+    assert record["schema_version"] == 3 and record["build"]["backend"] is None
     assert record["build"]["wheel_sha256"] == world.bound_sha()
     assert (
         world.cli("verify", "--python", str(target), "--distribution", "automl-refengine").code == 0

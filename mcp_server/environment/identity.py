@@ -8,9 +8,10 @@ import hashlib
 import json
 from typing import Any
 
-from packaging.requirements import InvalidRequirement, Requirement
+from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from mcp_server.environment.closure import Closure, closure_identity, parsed_requirements
 from mcp_server.environment.probe import WATCHED_PACKAGES, Probe
 from mcp_server.environment.records import (
     BuildIdentity,
@@ -21,16 +22,24 @@ from mcp_server.environment.records import (
 
 
 def identity_fields(
-    source: SourceIdentity | None, build: BuildIdentity, environment: EnvironmentInfo
+    source: SourceIdentity | None,
+    build: BuildIdentity,
+    environment: EnvironmentInfo,
+    closure: Closure | None = None,
 ) -> dict[str, Any]:
     """The resume-relevant fields. The requested ref, paths and times are not identity: the
     same commit installed through another branch name is the same engine build. A reviewed
-    wheel has no source: `source` is null, which is how its identity says what it is."""
-    return {
+    wheel has no source: `source` is null, which is how its identity says what it is. The
+    closure (each member's version, RECORD digest and origin) is identity; a record or binding
+    of a format before it has none, and its digest is what it always was."""
+    fields = {
         "source": source.model_dump(exclude={"requested_ref"}) if source else None,
         "build": build.model_dump(),
         "environment": environment.model_dump(),
     }
+    if closure is not None:
+        fields["closure"] = closure_identity(closure)
+    return fields
 
 
 def canonical_json(value: Any) -> bytes:
@@ -38,9 +47,13 @@ def canonical_json(value: Any) -> bytes:
 
 
 def compute_identity_digest(
-    source: SourceIdentity | None, build: BuildIdentity, environment: EnvironmentInfo
+    source: SourceIdentity | None,
+    build: BuildIdentity,
+    environment: EnvironmentInfo,
+    closure: Closure | None = None,
 ) -> str:
-    return hashlib.sha256(canonical_json(identity_fields(source, build, environment))).hexdigest()
+    fields = identity_fields(source, build, environment, closure)
+    return hashlib.sha256(canonical_json(fields)).hexdigest()
 
 
 def flatten(value: Any, prefix: str = "") -> dict[str, str | None]:
@@ -62,6 +75,29 @@ def diff_fields(recorded: dict[str, Any], found: dict[str, Any]) -> list[FieldDi
     ]
 
 
+CLOSURE_NOT_RECORDED = (
+    "the engine's dependency closure was not recorded (a record or binding made before "
+    "closure recording): only its direct dependencies' versions are compared"
+)
+
+
+def closure_differences(recorded: Closure, found: Closure) -> list[FieldDiff]:
+    """Field by field, `closure.<name>.<field>`; a member added or removed is one line,
+    `closure.<name>`, its version on one side and `absent` on the other."""
+    diffs = [
+        FieldDiff(
+            field=f"closure.{name}",
+            recorded=recorded[name].version if name in recorded else "absent",
+            found=found[name].version if name in found else "absent",
+        )
+        for name in sorted(set(recorded) ^ set(found))
+    ]
+    both = sorted(set(recorded) & set(found))
+    left = {"closure": {n: recorded[n].identity() for n in both}}
+    right = {"closure": {n: found[n].identity() for n in both}}
+    return sorted(diffs + diff_fields(left, right), key=lambda d: d.field)
+
+
 def environment_info(probe: Probe, direct_dependencies: list[str]) -> EnvironmentInfo:
     return EnvironmentInfo(
         python_version=probe.python_version,
@@ -79,11 +115,7 @@ def active_requirements(
     """The engine's requirements, except those of extras not installed. Requirements behind
     other markers are kept."""
     active = []
-    for spec in requires:
-        try:
-            req = Requirement(spec)
-        except InvalidRequirement:
-            continue
+    for req in parsed_requirements(requires):
         if (
             req.marker is None
             or "extra" not in str(req.marker)

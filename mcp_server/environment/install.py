@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field
 from mcp_server.environment.artifact import Artifact, reviewed_wheel, store_wheel
 from mcp_server.environment.create import open_for_install
 from mcp_server.environment.gepa_pin import check_installed_gepa
+from mcp_server.environment.pins import ClosurePolicy, moving_requirements, refuse_moving
 from mcp_server.environment.records import (
     HistoryEntry,
     InstallRecord,
@@ -81,10 +82,11 @@ def install_engine(
         ready = reviewed_wheel(request.wheel.path, request.sha256, request.profile)
     # The environment lock is held from before a new environment (--create-env) is usable;
     # a failure removes exactly what this call created.
+    policy = ClosurePolicy(require_pinned=request.require_pinned)
     with open_for_install(request.python, create=request.create_env) as env:
         return _install_locked(
             request.profile, env, request.branch, request.commit, extras, bound, progress, ready,
-            expect=request.expect_commit,
+            expect=request.expect_commit, policy=policy,
         )  # fmt: skip
 
 
@@ -96,12 +98,15 @@ def install_artifact(
     extras: list[str],
     bound: BoundExperiments,
     progress: Progress = no_progress,
+    policy: ClosurePolicy | None = None,
 ) -> InstallResult:
     """Install a wheel already in the store, with `extras`, with the identity it had
-    (`recreate`)."""
+    (`recreate`; `policy` pins its dependency closure)."""
     with open_for_install(python, create=create_env) as env:
         extras = sorted(set(extras))
-        return _install_locked(profile, env, None, None, extras, bound, progress, artifact)
+        return _install_locked(
+            profile, env, None, None, extras, bound, progress, artifact, policy=policy
+        )
 
 
 def _install_locked(
@@ -115,6 +120,7 @@ def _install_locked(
     ready: Artifact | None = None,
     *,
     expect: CommitId | None = None,
+    policy: ClosurePolicy | None = None,
 ) -> InstallResult:
     """The install, called with the environment lock held: of `ready` (a wheel in the store),
     or else of the branch (which must point at `expect` when given) or commit, built here."""
@@ -150,6 +156,19 @@ def _install_locked(
     restored: list[str] = []
     if previous is not None and same:
         report = verify_environment(env, profile.distribution)
+        drift = [d for d in report.differences if d.field.startswith("closure.")]
+        if report.status == "mismatch" and len(drift) == len(report.differences):
+            # The engine itself verifies; its dependencies moved. Reinstalling it would let uv
+            # change them back (or not) unasked: refused, saying which moved.
+            check_installed_gepa(env, previous)
+            raise SetupError(
+                "install",
+                f"{_named(previous)} is installed and verifies, but {len(drift)} fields of its "
+                "dependency closure changed since it was recorded; nothing was changed",
+                "put the recorded versions back (below), or install into a new environment "
+                "(--python NEW --create-env), which records the closure it gets",
+                details=[d.describe() for d in drift],
+            )
         restored = [d.field for d in report.differences] if report.status == "mismatch" else []
         if report.status == "verified":
             check_installed_gepa(env, previous)
@@ -174,10 +193,13 @@ def _install_locked(
         pool.submit(shutil.rmtree, work / "src", ignore_errors=True)
         check_wheel_metadata(artifact.meta, profile, extras, before.result().python_version)
         refuse_other_torch(artifact.meta.requires_dist, extras, before.result())
+        policy = policy or ClosurePolicy()
+        if policy.require_pinned:  # the engine's own requirements, before anything is touched
+            refuse_moving(moving_requirements(artifact.meta.requires_dist, extras), "")
         meta = artifact.meta
         progress("check", f"{meta.name} {meta.version} satisfies {profile.requirement}")
         transaction = Transaction(
-            env, store, profile, artifact.source, artifact.build, artifact.meta, extras
+            env, store, profile, artifact.source, artifact.build, artifact.meta, extras, policy
         )
         record, report = transaction.run(artifact.wheel, before.result(), progress)
     return InstallResult(
@@ -293,6 +315,6 @@ def history(python: TargetPath | None) -> tuple[list[HistoryEntry], int | None, 
     return entries, torn, str(env.prefix)
 
 
-def verify(python: TargetPath | None, profile: EngineProfile) -> VerifyReport:
+def verify(python: TargetPath | None, profile: EngineProfile, deep: bool = False) -> VerifyReport:
     env = locate(python)
-    return verify_environment(env, profile.distribution)
+    return verify_environment(env, profile.distribution, deep=deep)

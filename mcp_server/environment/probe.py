@@ -11,6 +11,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
 
+from mcp_server.environment.closure import Closure, read_closure
 from mcp_server.errors import SetupError
 from mcp_server.persisted import describe_error
 
@@ -55,6 +56,26 @@ def torch_cuda():
         return None if value == "None" else value
     return None
 
+def markers():
+    # packaging's default_environment(), in the stdlib: how this interpreter evaluates markers.
+    iv = sys.implementation.version
+    ver = "%d.%d.%d" % (iv.major, iv.minor, iv.micro)
+    if iv.releaselevel != "final":
+        ver += iv.releaselevel[0] + str(iv.serial)
+    return {
+        "implementation_name": sys.implementation.name,
+        "implementation_version": ver,
+        "os_name": os.name,
+        "platform_machine": platform.machine(),
+        "platform_release": platform.release(),
+        "platform_system": platform.system(),
+        "platform_version": platform.version(),
+        "python_full_version": platform.python_version(),
+        "platform_python_implementation": platform.python_implementation(),
+        "python_version": ".".join(platform.python_version_tuple()[:2]),
+        "sys_platform": sys.platform,
+    }
+
 names = json.loads(sys.argv[1])
 versions = {}
 for d in metadata.distributions():
@@ -67,6 +88,8 @@ print(json.dumps({
     "prefix": sys.prefix,
     "base_prefix": sys.base_prefix,
     "purelib": sysconfig.get_paths()["purelib"],
+    "platlib": sysconfig.get_paths()["platlib"],
+    "markers": markers(),
     "scripts": sysconfig.get_paths()["scripts"],
     "python_version": platform.python_version(),
     "implementation": platform.python_implementation(),
@@ -110,6 +133,8 @@ class Probe(_Answer):
     prefix: AbsolutePath
     base_prefix: str
     purelib: AbsolutePath
+    platlib: AbsolutePath
+    markers: dict[str, str]  # the marker environment (PEP 508) of this interpreter
     scripts: AbsolutePath
     python_version: str
     implementation: str
@@ -118,6 +143,13 @@ class Probe(_Answer):
     modules: dict[str, bool]
     versions: dict[str, str]  # canonical name -> version, every distribution in the environment
     torch_cuda: str | None
+
+    def closure(self, distribution: str, extras: list[str]) -> Closure:
+        """The installed requirement closure of `distribution` with `extras` (closure.py)."""
+        dist = self.dists.get(distribution)
+        requires = list(dist.requires) if dist is not None else []
+        folders = [self.purelib, self.platlib]
+        return read_closure(folders, self.markers, distribution, requires, extras)
 
     @property
     def is_venv(self) -> bool:

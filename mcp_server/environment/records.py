@@ -13,14 +13,16 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
+from mcp_server.environment.closure import ClosureMember
 from mcp_server.errors import SetupError
 from mcp_server.fsutil import append_json_line, atomic_write_bytes, read_file
 from mcp_server.persisted import Persisted, format_version, load_persisted, load_persisted_lines
 
 SCHEMA_VERSION = 1
-# The install record's format: 2 added `origin` (and a null `source` for a reviewed wheel).
-# Records of format 1 are read as what they were, source builds (`RecordStore.read_record`).
-RECORD_SCHEMA_VERSION = 2
+# The install record's format: 2 added `origin` (and a null `source` for a reviewed wheel), 3
+# the engine's requirement closure. Older records are read as what they were (source builds;
+# no closure recorded) and upgraded in memory (`RecordStore.read_record`).
+RECORD_SCHEMA_VERSION = 3
 # Which kind of artifact was installed: a wheel automl-setup built from a commit, or a wheel
 # someone reviewed and handed in by its sha256 (no git fields exist for it, none are invented).
 Origin = Literal["source-build", "reviewed-wheel"]
@@ -87,8 +89,10 @@ class InstallRecordV1(_Record):
     identity_digest: str
 
 
-class InstallRecord(_Record):
-    schema_version: Literal[2] = RECORD_SCHEMA_VERSION
+class InstallRecordV2(_Record):
+    """The record format 2 (before the closure was recorded)."""
+
+    schema_version: Literal[2] = 2
     origin: Origin = Field(description="Which kind of artifact was installed.")
     source: SourceIdentity | None = Field(
         description="Where the wheel was built from; null exactly for a reviewed wheel."
@@ -99,10 +103,18 @@ class InstallRecord(_Record):
     identity_digest: str
 
     @model_validator(mode="after")
-    def _origin_matches_source(self) -> InstallRecord:
+    def _origin_matches_source(self) -> InstallRecordV2:
         if (self.source is None) != (self.origin == "reviewed-wheel"):
             raise ValueError("a source build has a source, a reviewed wheel has none")
         return self
+
+
+class InstallRecord(InstallRecordV2):
+    schema_version: Literal[3] = RECORD_SCHEMA_VERSION  # type: ignore[assignment]
+    closure: dict[str, ClosureMember] | None = Field(
+        description="Every distribution of the engine's requirement closure as installed, by "
+        "canonical name; null only for a record of an older format (read and upgraded)."
+    )
 
 
 class HistoryEntry(_Record):
@@ -172,12 +184,17 @@ class RecordStore:
         if data is None:
             return None
         remedy = "the record was edited or damaged; reinstall into a fresh environment"
-        if format_version(data) == 1:
+        older: dict[object, type[InstallRecordV1 | InstallRecordV2]] = {
+            1: InstallRecordV1,
+            2: InstallRecordV2,
+        }
+        version = format_version(data)
+        if version in older:
             old = load_persisted(
-                InstallRecordV1, data, what="install record", path=self.record_path, remedy=remedy
+                older[version], data, what="install record", path=self.record_path, remedy=remedy
             )
-            fields = {**old.model_dump(), "schema_version": RECORD_SCHEMA_VERSION}
-            return InstallRecord(**fields, origin="source-build")
+            fields = {"origin": "source-build", **old.model_dump(), "closure": None}
+            return InstallRecord(**{**fields, "schema_version": RECORD_SCHEMA_VERSION})
         return load_persisted(
             InstallRecord, data, what="install record", path=self.record_path, remedy=remedy
         )

@@ -25,6 +25,7 @@ from mcp_server.environment.identity import (
     direct_dependency_names,
     environment_info,
 )
+from mcp_server.environment.pins import ClosurePolicy, moving_in_closure, refuse_moving
 from mcp_server.environment.probe import Probe
 from mcp_server.environment.records import (
     BuildIdentity,
@@ -87,9 +88,11 @@ class Transaction:
         build: BuildIdentity,
         meta: WheelMetadata,
         extras: list[str],
+        policy: ClosurePolicy | None = None,
     ) -> None:
         self.env, self.store, self.profile = env, store, profile
         self.source, self.build, self.meta, self.extras = source, build, meta, extras
+        self.policy = policy or ClosurePolicy()
         self.txid = uuid.uuid4().hex[:12]
         self.txdir = store.transactions / self.txid
 
@@ -112,6 +115,8 @@ class Transaction:
             gepa = after.versions.get(GEPA)
             check_gepa(self.meta.requires_dist, self.extras, gepa, self.env.prefix)
             record = self._make_record(after)
+            if self.policy.require_pinned and record.closure:
+                refuse_moving(moving_in_closure(record.closure), " of the dependency closure")
             self.store.store_wheel_record(self.meta.record_text)
             report = verify_environment(
                 self.env, self.build.distribution, pending=record, probe=after
@@ -206,6 +211,10 @@ class Transaction:
             str(self.env.interpreter),
         ]
         argv += keep_torch_args(before, self.txdir)
+        if self.policy.overrides:  # recreate: each bound member at its bound version or commit
+            pinned = self.txdir / "closure-overrides.txt"
+            atomic_write_bytes(pinned, "".join(f"{o}\n" for o in self.policy.overrides).encode())
+            argv += ["--override", str(pinned)]
         argv += ["--reinstall-package", self.build.distribution, requirement]
         run_uv(argv, self.txdir / "uv-install.log", step="install")
 
@@ -258,6 +267,7 @@ class Transaction:
         environment: EnvironmentInfo = environment_info(
             probe, direct_dependency_names(installed.requires, self.extras)
         )
+        closure = probe.closure(self.build.distribution, self.extras)
         install = InstallInfo(
             interpreter=str(self.env.interpreter),
             environment=str(self.env.prefix),
@@ -274,7 +284,8 @@ class Transaction:
             build=self.build,
             install=install,
             environment=environment,
-            identity_digest=compute_identity_digest(self.source, self.build, environment),
+            identity_digest=compute_identity_digest(self.source, self.build, environment, closure),
+            closure=closure,
         )
 
 

@@ -15,7 +15,14 @@ from typing import Literal
 
 from pydantic import Field
 
-from mcp_server.environment.identity import compute_identity_digest, diff_fields, environment_info
+from mcp_server.environment.closure import Closure, dist_info_dir
+from mcp_server.environment.identity import (
+    CLOSURE_NOT_RECORDED,
+    closure_differences,
+    compute_identity_digest,
+    diff_fields,
+    environment_info,
+)
 from mcp_server.environment.probe import Probe
 from mcp_server.environment.records import (
     BuildIdentity,
@@ -263,8 +270,10 @@ def verify_environment(
     distribution: str,
     pending: InstallRecord | None = None,
     probe: Probe | None = None,
+    deep: bool = False,
 ) -> VerifyReport:
-    """Installed engine vs its record: direct_url.json, RECORD hashes, wheel files, digest.
+    """Installed engine vs its record: direct_url.json, RECORD hashes, wheel files, digest,
+    the dependency closure; with `deep`, every file of every closure member against its RECORD.
 
     `pending` is the record an install is about to write; it is checked before it is stored.
     `probe` is a fresh probe of the environment the caller already holds."""
@@ -310,7 +319,9 @@ def verify_environment(
     diffs += file_diffs
     diffs += check_wheel_files(store, record.build, hashes)
     diffs += check_environment_paths(env, probe, installed.console_scripts)
-    digest = compute_identity_digest(record.source, record.build, record.environment)
+    digest = compute_identity_digest(
+        record.source, record.build, record.environment, record.closure
+    )
     if digest != record.identity_digest:
         diffs.append(
             FieldDiff(field="identity_digest", recorded=record.identity_digest, found=digest)
@@ -320,6 +331,13 @@ def verify_environment(
     notes = [
         f"environment changed since install: {d.field} {d.recorded} -> {d.found}" for d in drift
     ]
+    if record.closure is None:
+        notes.append(CLOSURE_NOT_RECORDED)
+    else:  # a changed member of the engine's closure is another engine environment
+        found = probe.closure(record.build.distribution, list(record.install.extras))
+        diffs += closure_differences(record.closure, found)
+        if deep:
+            checked += _deep_check(probe, found, diffs)
     return VerifyReport(
         status="mismatch" if diffs else "verified",
         **{**base, "distribution": dist_name},
@@ -332,6 +350,20 @@ def verify_environment(
         notes=notes,
         watched=env_now.watched,
     )
+
+
+def _deep_check(probe: Probe, closure: Closure, diffs: list[FieldDiff]) -> int:
+    """Every file each closure member's RECORD lists with a hash, hashed on disk (a file
+    edited in place, in the environment or through a link into an installer's cache)."""
+    checked = 0
+    for name in closure:
+        dist_info = dist_info_dir([probe.purelib, probe.platlib], name)
+        if dist_info is None:
+            continue
+        count, found, _hashes = check_installed_files(dist_info)
+        checked += count
+        diffs += [d.model_copy(update={"field": f"closure.{name}.{d.field}"}) for d in found]
+    return checked
 
 
 def _artifact(record: InstallRecord) -> str:

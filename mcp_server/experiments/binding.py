@@ -8,7 +8,10 @@ from typing import Literal
 
 from pydantic import Field
 
+from mcp_server.environment.closure import Closure, ClosureMember
 from mcp_server.environment.identity import (
+    CLOSURE_NOT_RECORDED,
+    closure_differences,
     compute_identity_digest,
     diff_fields,
     environment_info,
@@ -27,7 +30,8 @@ from mcp_server.errors import Fix, SetupError, command_line, shown
 from mcp_server.experiments.files import ExperimentFiles
 from mcp_server.persisted import Persisted, format_version, load_persisted
 
-BINDING_SCHEMA_VERSION = 2
+# 2 added the engine's extras, 3 its requirement closure.
+BINDING_SCHEMA_VERSION = 3
 
 
 class EngineBindingV1(Persisted):
@@ -40,11 +44,18 @@ class EngineBindingV1(Persisted):
     cli: str = Field(description="Console script of the engine that runs the experiment.")
 
 
-class EngineBinding(EngineBindingV1):
+class EngineBindingV2(EngineBindingV1):
     # Not part of the identity (the dependencies they pulled in are); `recreate` installs them.
     extras: list[str] | None = Field(
         description="Extras of the engine installed when it was bound (`install --extra`); "
         "null in a binding of format 1, which did not record them."
+    )
+
+
+class EngineBinding(EngineBindingV2):
+    closure: dict[str, ClosureMember] | None = Field(
+        description="The engine's requirement closure as it was at launch (part of the "
+        "identity); null in a binding of format 1 or 2, which did not record it."
     )
 
 
@@ -72,12 +83,21 @@ class BindingV1(_BindingFields):
 
     def upgraded(self) -> Binding:
         fields = self.model_dump()
-        engine = EngineBinding(**fields.pop("engine"), extras=None)
-        return Binding(**{**fields, "schema_version": BINDING_SCHEMA_VERSION}, engine=engine)
+        engine = {"extras": None, **fields.pop("engine"), "closure": None}
+        return Binding(
+            **{**fields, "schema_version": BINDING_SCHEMA_VERSION}, engine=EngineBinding(**engine)
+        )
+
+
+class BindingV2(BindingV1):
+    """A binding of format 2 (before the closure was recorded): read and upgraded."""
+
+    schema_version: Literal[2]  # type: ignore[assignment]
+    engine: EngineBindingV2
 
 
 class Binding(_BindingFields):
-    schema_version: Literal[2] = BINDING_SCHEMA_VERSION
+    schema_version: Literal[3] = BINDING_SCHEMA_VERSION
     engine: EngineBinding
 
 
@@ -102,8 +122,12 @@ def read_binding(files: ExperimentFiles) -> Binding:
         raise SetupError(
             step, f"cannot read the binding {files.binding}: {exc.strerror}", remedy
         ) from None
-    if format_version(data) == 1:
-        old = load_persisted(BindingV1, data, what="binding", path=files.binding, remedy=remedy)
+    older: dict[object, type[BindingV1]] = {1: BindingV1, 2: BindingV2}
+    version = format_version(data)
+    if version in older:
+        old = load_persisted(
+            older[version], data, what="binding", path=files.binding, remedy=remedy
+        )
         binding = old.upgraded()
     else:
         binding = load_persisted(Binding, data, what="binding", path=files.binding, remedy=remedy)
@@ -116,7 +140,7 @@ def read_binding(files: ExperimentFiles) -> Binding:
             f"{files.experiment_id} from a backup",
         )
     engine = binding.engine
-    if compute_identity_digest(engine.source, engine.build, engine.environment) != (
+    if compute_identity_digest(engine.source, engine.build, engine.environment, engine.closure) != (
         engine.identity_digest
     ):
         raise SetupError(
@@ -201,24 +225,34 @@ def recreate_commands(binding: Binding, manifest: Path, workspace: Path) -> list
 
 
 def identity_differences(
-    binding: Binding, record: InstallRecord, env_now: EnvironmentInfo
+    binding: Binding, record: InstallRecord, env_now: EnvironmentInfo, closure_now: Closure
 ) -> list[FieldDiff]:
     bound = binding.engine
     recorded = identity_fields(bound.source, bound.build, bound.environment)
     found = identity_fields(record.source, record.build, env_now)
-    return diff_fields(recorded, found)
+    diffs = diff_fields(recorded, found)
+    if bound.closure is not None:  # a binding of an older format compares what it has
+        diffs += closure_differences(bound.closure, closure_now)
+    return diffs
 
 
 def binding_differences(
     binding: Binding, env: TargetEnv, record: InstallRecord | None, probe: Probe | None = None
 ) -> list[FieldDiff]:
     """Every identity field where the engine installed in `env` (and the environment as it
-    is now) differs from the build the experiment is bound to."""
+    is now, its requirement closure included) differs from the build the experiment is bound
+    to."""
     if record is None:
         return [FieldDiff(field="record", recorded=binding.engine.identity_digest, found=None)]
     probe = probe or env.probe([record.build.distribution])
     env_now = environment_info(probe, list(binding.engine.environment.dependencies))
-    return identity_differences(binding, record, env_now)
+    closure_now = probe.closure(record.build.distribution, binding.engine.extras or [])
+    return identity_differences(binding, record, env_now, closure_now)
+
+
+def binding_notes(binding: Binding) -> list[str]:
+    """What a comparison with this binding cannot say (said once, where it is shown)."""
+    return [] if binding.engine.closure is not None else [CLOSURE_NOT_RECORDED]
 
 
 def bound_commit(binding: Binding) -> str | None:

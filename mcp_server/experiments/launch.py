@@ -124,9 +124,10 @@ def bind_new_experiment(
         with _unbound_removed_on_failure(files), controller_lock(files) as lock_fd:
             argv = run_argv(env, record.build.distribution, cli, manifest_path, files.workspace)
             env_now = environment_info(probe, list(record.environment.dependencies))
+            closure = probe.closure(record.build.distribution, list(record.install.extras))
             # The binding's identity is the build plus the environment as it is now (it may
             # have drifted since install; the digest must match the fields it is bound to).
-            digest = compute_identity_digest(record.source, record.build, env_now)
+            digest = compute_identity_digest(record.source, record.build, env_now, closure)
             binding = Binding(
                 experiment_id=experiment_id,
                 workspace=str(files.workspace),
@@ -141,6 +142,7 @@ def bind_new_experiment(
                     interpreter=str(env.interpreter),
                     cli=cli,
                     extras=list(record.install.extras),
+                    closure=closure,
                 ),
                 argv=argv,
                 host=socket.gethostname(),

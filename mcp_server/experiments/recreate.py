@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from mcp_server.environment.artifact import Artifact, from_store, store_wheel
 from mcp_server.environment.identity import diff_fields
 from mcp_server.environment.install import InstallResult, Progress, install_artifact, no_progress
+from mcp_server.environment.pins import ClosurePolicy, overrides_for
 from mcp_server.environment.records import FieldDiff
 from mcp_server.environment.target import locate
 from mcp_server.environment.wheelstore import WheelStore
@@ -68,6 +69,8 @@ def recreate_engine(request: RecreateRequest, progress: Progress = no_progress) 
     differences = diff_fields(bound.build.model_dump(), artifact.build.model_dump())
     if differences:
         raise _refusal(binding, "the wheel found is not the bound build", differences)
+    if bound.closure:
+        progress("install", f"pinning {len(bound.closure)} dependencies at their bound versions")
     result = install_artifact(
         _profile(binding),
         request.python,
@@ -76,6 +79,8 @@ def recreate_engine(request: RecreateRequest, progress: Progress = no_progress) 
         bound.extras or [],  # a binding of format 1 did not record them
         bound_experiments,
         progress,
+        # Every member at its bound version or commit: never what a moving branch says today.
+        ClosurePolicy(overrides=overrides_for(bound.closure)),
     )
     found = binding_differences(binding, locate(request.python), result.record)
     if found:

@@ -73,6 +73,11 @@ def add_commands(sub: Subparsers) -> None:
         "--extra", dest="extras", action="append", default=[], metavar="NAME",
         help="engine extra (repeatable)",
     )  # fmt: skip
+    p.add_argument(
+        "--require-pinned", action="store_true",
+        help="refuse, changing nothing, if a dependency resolves from a moving reference (a VCS "
+        "or URL requirement naming no commit)",
+    )  # fmt: skip
     add_profile_flags(p)
     add_json(p)
 
@@ -88,6 +93,10 @@ def add_commands(sub: Subparsers) -> None:
     p.add_argument("--python", help=PYTHON_HELP)
     p.add_argument("--experiment-id", help="also compare with this experiment's binding")
     p.add_argument("--workspace", help="the workspace of --experiment-id")
+    p.add_argument(
+        "--deep", action="store_true",
+        help="also hash every file of the engine's dependency closure against its RECORD",
+    )  # fmt: skip
     add_profile_flags(p)
     add_json(p)
 

@@ -39,3 +39,18 @@ def add_commands(sub: Subparsers) -> None:
     p.add_argument("--python", required=True, help=f"the new environment; {PYTHON_HELP}")
     p.add_argument("--create-env", action="store_true", help="create the venv if it is missing")
     add_json(p)
+
+    p = add_operation(
+        sub, "lock", "write a PEP 751 pylock.toml of an experiment's bound closure",
+        description="Write the closure an experiment is bound to as a PEP 751 pylock.toml: "
+        "the engine by its stored wheel and sha256, every dependency at its bound version with "
+        "its index's hashes, VCS dependencies at their bound commits; `uv pip sync` installs "
+        "it into a new environment. A new file only.",
+        example="automl-setup lock --experiment-id ID --workspace runs --out pylock.toml",
+    )  # fmt: skip
+    p.add_argument("--experiment-id", required=True, help="exact experiment id (no guessing)")
+    p.add_argument("--workspace", help=WORKSPACE_HELP)
+    p.add_argument(
+        "--out", help="a new pylock.toml or pylock.NAME.toml (default: beside the binding)"
+    )
+    add_json(p)

@@ -38,6 +38,7 @@ Python = Annotated[str, _path("Target Python interpreter or virtual-environment 
 Workspace = Annotated[str, _path("Directory that holds the experiments")]
 Manifest = Annotated[str, _path("Experiment manifest, YAML or JSON")]
 ReportOut = Annotated[str, _path("A new .html file for the report")]
+LockOut = Annotated[str, _path("A new pylock.toml (or pylock.<name>.toml) for the lock")]
 Wheel = Annotated[str, _path("A reviewed wheel file (.whl) to install exactly")]
 Sha256 = Annotated[
     str, Field(min_length=64, max_length=64, description="The reviewed wheel's sha256 (hex).")

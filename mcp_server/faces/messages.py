@@ -27,6 +27,7 @@ from mcp_server.operations import (
 
 if TYPE_CHECKING:  # a command imports the area of its own result only (operations.Operation)
     from mcp_server.environment.install import InstallResult
+    from mcp_server.environment.records import InstallRecord
     from mcp_server.experiments.started import StartedEngine
     from mcp_server.experiments.status import ExperimentListing, ExperimentStatus
 
@@ -36,6 +37,19 @@ def resolution_text(res: BranchResolution) -> str:
         f"{res.ref} -> {res.commit}\n  repository: {res.repository}\n"
         f"  {res.profile_source.describe()}"
     )
+
+
+def closure_lines(rec: InstallRecord) -> list[str]:
+    """The closure in one line, and each dependency that did not come from an index by its
+    origin: a VCS one by the commit it resolved to, flagged when its requirement named none."""
+    if rec.closure is None:
+        return []
+    lines = [f"  closure:  {len(rec.closure)} distributions recorded (version, RECORD, origin)"]
+    for name, member in rec.closure.items():
+        if member.direct_url is not None:
+            flag = "  [resolved from a moving reference]" if member.moving else ""
+            lines.append(f"  depends:  {name} {member.version} from {member.origin()}{flag}")
+    return lines
 
 
 def install_text(result: InstallResult) -> str:
@@ -52,6 +66,7 @@ def install_text(result: InstallResult) -> str:
         f"  verified: {result.verify.files_checked} files match RECORD",
         f"  {result.profile_source.describe()}",
     ]
+    lines += closure_lines(rec)
     replaced = rec.source is None or result.previous_commit != rec.source.commit
     if result.previous_commit and replaced:
         lines.append(f"  replaced: commit {result.previous_commit}")
@@ -221,6 +236,7 @@ RENDER: dict[str, Callable[[Any], str] | str] = {
     "report": "mcp_server.faces.text_report:report_text",
     "store": "mcp_server.faces.text_store:store_text",
     "recreate": "mcp_server.faces.text_store:recreate_text",
+    "lock": "mcp_server.faces.text_store:lock_text",
     "slurm watch": "mcp_server.faces.text_slurm_watch:tick_text",
     "slurm watch register": "mcp_server.faces.text_slurm_watch:registration_text",
     "slurm submit": "mcp_server.faces.text_slurm:submitted_text",

@@ -4,6 +4,7 @@ artifact an install record holds (a source build or a reviewed wheel)."""
 from __future__ import annotations
 
 from mcp_server.environment.records import InstallRecord
+from mcp_server.experiments.lock import LockResult
 from mcp_server.experiments.recreate import RecreateResult
 from mcp_server.experiments.storeops import StoreReport
 
@@ -47,3 +48,15 @@ def recreate_text(result: RecreateResult) -> str:
             f"  resume:   {result.resume_command}",
         ]
     )
+
+
+def lock_text(result: LockResult) -> str:
+    verb = "wrote" if result.written else "already there (the same bytes)"
+    lines = [
+        f"{verb}: {result.path}",
+        f"  {result.packages} packages; the engine by its wheel {result.engine_wheel_sha256}",
+        *(f"  vcs: {v}" for v in result.vcs),
+        f"  sha256: {result.sha256}",
+        f"  install it into a new environment: uv pip sync {result.path} --python NEW_ENV",
+    ]
+    return "\n".join(lines)

@@ -160,6 +160,14 @@ async def install_engine(
     profile: ProfileOption = None,
     wheel: Wheel | None = None,
     sha256: Sha256 | None = None,
+    require_pinned: Annotated[
+        bool,
+        Field(
+            strict=True,
+            description="Refuse, changing nothing, an engine whose dependency closure resolves a "
+            "moving reference (a VCS or URL requirement naming no commit).",
+        ),
+    ] = False,
 ) -> InstallReply:
     """Install the engine from source at an exact commit into `python`: resolve, fetch, build
     a reproducible wheel, check it, install it, verify it against RECORD, and record it. Or,
@@ -182,6 +190,7 @@ async def install_engine(
             extras=extras,
             wheel=wheel,
             sha256=sha256,
+            require_pinned=require_pinned,
         )
         result = operations.install(request, worker_progress(tracker))
         return reply(InstallReply, "install", result)
@@ -200,6 +209,14 @@ async def verify_engine(
     ] = None,
     workspace: Annotated[Workspace | None, Field(description="Workspace of experiment_id.")] = None,
     profile: ProfileOption = None,
+    deep: Annotated[
+        bool,
+        Field(
+            strict=True,
+            description="Also hash every file of the engine's dependency closure against its "
+            "RECORD, naming each edited file (slower: reads them all).",
+        ),
+    ] = False,
 ) -> ProvenanceReply:
     """Verify the engine installed in `python` against its record (direct_url.json commit,
     RECORD hashes, identity digest); with experiment_id and workspace, also compare it field by
@@ -214,6 +231,7 @@ async def verify_engine(
             python=python,
             experiment_id=experiment_id,
             workspace=workspace,
+            deep=deep,
         )
         return reply(ProvenanceReply, "verify", operations.verify(query))
 

@@ -10,10 +10,12 @@ from pydantic import Field
 
 from mcp_server.environment.install import STEPS
 from mcp_server.experiments import recreate
+from mcp_server.experiments.lock import LockQuery, LockResult
+from mcp_server.experiments.lock import lock_experiment as make_lock
 from mcp_server.experiments.recreate import RecreateRequest, RecreateResult
 from mcp_server.experiments.storeops import StoreReport, StoreRequest, run_store
 from mcp_server.faces.mcp_app import Message, reply, server
-from mcp_server.faces.mcp_inputs import ExperimentId, Python, Workspace
+from mcp_server.faces.mcp_inputs import ExperimentId, LockOut, Python, Workspace
 from mcp_server.faces.mcp_roots import Roots, check_roots
 from mcp_server.faces.mcp_runtime import MonotonicProgress, hints, run, worker_progress
 
@@ -23,6 +25,10 @@ class StoreReply(StoreReport):
 
 
 class RecreateReply(RecreateResult):
+    message: Message
+
+
+class LockReply(LockResult):
     message: Message
 
 
@@ -90,3 +96,31 @@ async def recreate_engine(
         return reply(RecreateReply, "recreate", result)
 
     return await run(ctx, work, tracker)
+
+
+@server.tool(
+    **hints(
+        "Write a PEP 751 lock of an experiment's bound closure",
+        read_only=False,  # writes one new pylock.toml
+        destructive=False,  # never overwrites: an existing file with other bytes is refused
+        idempotent=True,  # the same binding and index give the same file
+        open_world=True,  # uv asks the index for each bound version's files and hashes
+    )
+)
+async def lock_experiment(
+    experiment_id: ExperimentId,
+    workspace: Workspace,
+    ctx: Context,
+    roots: Roots,
+    out: LockOut | None = None,
+) -> LockReply:
+    """Write the closure the experiment is bound to as a PEP 751 pylock.toml (the engine by
+    its stored wheel and sha256, every dependency at its bound version or commit), which
+    `uv pip sync` installs into a new environment."""
+
+    def work() -> LockReply:
+        check_roots(roots, workspace=workspace, out=out)
+        query = LockQuery(experiment_id=experiment_id, workspace=workspace, out=out)
+        return reply(LockReply, "lock", make_lock(query))
+
+    return await run(ctx, work)

@@ -12,9 +12,9 @@ from pathlib import Path
 
 from pydantic import Field
 
-from mcp_server.errors import InvalidInput, SetupError
+from mcp_server.errors import InvalidInput
 from mcp_server.experiments.files import ExperimentFiles
-from mcp_server.fsutil import exclusive_create, read_file
+from mcp_server.fsutil import create_new_or_same
 from mcp_server.report.content import STEP, ExperimentReport, gather_report
 from mcp_server.report.page import render_page
 from mcp_server.report.plots import missing_plots_note
@@ -51,22 +51,6 @@ def _target(query: ReportQuery, digest: str) -> Path:
     return files.dir / f"report-{digest[:16]}.html"
 
 
-def _write_new(path: Path, page: bytes) -> bool:
-    """Create `path` with `page`; True when written, False when it already holds these bytes;
-    a refusal when it holds anything else (it is never overwritten)."""
-    try:
-        exclusive_create(path, page)
-    except FileExistsError:
-        if read_file(path) == page:
-            return False
-        raise SetupError(
-            STEP,
-            f"{path} already exists and is not this report",
-            "pass --out with a new file name; existing files are never overwritten",
-        ) from None
-    return True
-
-
 def make_report(query: ReportQuery) -> ReportResult:
     _check_out(query)
     report = gather_report(query.experiment_id, query.workspace)
@@ -74,7 +58,8 @@ def make_report(query: ReportQuery) -> ReportResult:
     page = render_page(report, plots_note=note).encode("utf-8")
     digest = hashlib.sha256(page).hexdigest()
     path = _target(query, digest)
-    written = _write_new(path, page)
+    remedy = "pass --out with a new file name; existing files are never overwritten"
+    written = create_new_or_same(path, page, step=STEP, what="this report", remedy=remedy)
     return ReportResult(
         **report.model_dump(),
         html_path=str(path),

@@ -6,6 +6,7 @@ file:// (with partial clone allowed, like the big hosts), and a work tree to com
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from importlib import resources
@@ -70,12 +71,14 @@ class SourceRepository:
         message: str = "",
         push: bool = True,
         force: bool = False,
+        dependencies: list[str] | None = None,
     ) -> str:
         """Commit the reference engine (renamed/re-versioned as asked) on `branch`.
 
         `base` starts a new branch from that branch or commit; `marker` changes the engine's
         source so each commit has a distinct subtree; `files` writes (or, with None, deletes)
-        extra paths relative to the repository root."""
+        extra paths relative to the repository root; `dependencies` are added to the engine's
+        own requirements."""
         self._checkout(branch, base)
         target = self.work / self.subdirectory
         if target.exists():
@@ -85,6 +88,11 @@ class SourceRepository:
         text = pyproject.read_text(encoding="utf-8")
         text = re.sub(r'(?m)^name = ".*"$', f'name = "{distribution}"', text, count=1)
         text = re.sub(r'(?m)^version = ".*"$', f'version = "{version}"', text, count=1)
+        if dependencies:
+            extra = "".join(f", {json.dumps(d)}" for d in dependencies)
+            pattern = r"(?m)^(dependencies = \[.*)\]$"
+            text = re.sub(pattern, lambda m: f"{m.group(1)}{extra}]", text, count=1)
+            text += "\n[tool.hatch.metadata]\nallow-direct-references = true\n"
         pyproject.write_text(text, encoding="utf-8")
         (target / "src" / REFERENCE_IMPORT / "_build_marker.py").write_text(
             f'"""Distinguishes commits of the test repositories."""\n\nMARKER = {marker!r}\n',
