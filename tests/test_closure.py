@@ -193,22 +193,25 @@ def test_the_record_names_both_commits_and_the_moving_references(
     world: World, tmp_path: Path
 ) -> None:
     env = tmp_path / "env"
-    result = install(world, env, "main", "--create-env", "--json")
+    result = install(world, env, "main", "--create-env")
     assert result.code == 0, result.output  # type: ignore[attr-defined]
-    closure = json.loads(result.stdout)["record"]["closure"]  # type: ignore[attr-defined]
+    record = json.loads((env / ".automl-setup" / "engine-record.json").read_text())
+    closure = record["closure"]
+    assert record["schema_version"] == 3
     assert closure[DEPA]["direct_url"]["commit_id"] == world.depa.head()
     assert closure[DEPB]["direct_url"]["commit_id"] == world.depb.head()
     assert closure[DEPA]["moving"] and closure[DEPB]["moving"]
     assert closure[IDX]["version"] == "1.0" and closure[IDX]["direct_url"] is None
     assert {"pydantic", "pyyaml"} <= set(closure)  # the reference engine's own
-    record = json.loads((env / ".automl-setup" / "engine-record.json").read_text())
-    assert record["schema_version"] == 3 and record["closure"] == closure
-
+    # The output names each VCS dependency by the commit it resolved to, flagged.
+    origin = f"git+{world.depb.bare.as_uri()} (no revision) -> commit {world.depb.head()}"
+    shown = result.stdout  # type: ignore[attr-defined]
+    assert f"depends:  {DEPB} 1.0 from {origin}  [resolved from a moving reference]" in shown
+    # --json carries the same closure (the same build again: verified, unchanged).
+    again = install(world, env, "main", "--json")
+    assert json.loads(again.stdout)["record"]["closure"] == closure  # type: ignore[attr-defined]
     text = run_cli("verify", "--python", str(env), *profile_args(world.engine))
     assert text.code == 0, text.output
-    shown = install(world, tmp_path / "env2", "main", "--create-env").stdout  # type: ignore[attr-defined]
-    origin = f"git+{world.depb.bare.as_uri()} (no revision) -> commit {world.depb.head()}"
-    assert f"depends:  {DEPB} 1.0 from {origin}  [resolved from a moving reference]" in shown
 
 
 def test_require_pinned_refuses_a_moving_reference_changing_nothing(
