@@ -141,11 +141,12 @@ def verify(query: ProvenanceQuery) -> ProvenanceReport:
     found = None
     if report.exit_code == ExitCode.NOTHING_INSTALLED:
         found = diagnosis.diagnose(query.python, query.profile)
-    check = None
+    check, notes = None, list(report.notes)
     if query.experiment_id is not None and query.workspace is not None:
-        check = _binding_check(query)
+        check, older = _binding_check(query)
+        notes += [n for n in older if n not in notes]  # said once, record and binding alike
     verified = report.status == "verified" and (check is None or check.matches)
-    fields: dict[str, Any] = report.model_dump()
+    fields: dict[str, Any] = {**report.model_dump(), "notes": notes}
     return ProvenanceReport(
         **fields,
         verified=verified,
@@ -155,11 +156,14 @@ def verify(query: ProvenanceQuery) -> ProvenanceReport:
     )
 
 
-def _binding_check(query: ProvenanceQuery) -> BindingCheck:
+def _binding_check(query: ProvenanceQuery) -> tuple[BindingCheck, list[str]]:
+    """The comparison with the experiment's binding, and what it cannot say (an older
+    binding records no closure)."""
     from mcp_server.environment.records import RecordStore
     from mcp_server.environment.target import locate
     from mcp_server.experiments.binding import (
         binding_differences,
+        binding_notes,
         bound_commit,
         read_binding,
         recreate_commands,
@@ -171,7 +175,7 @@ def _binding_check(query: ProvenanceQuery) -> BindingCheck:
     binding = read_binding(files)
     env = locate(query.python)
     found = binding_differences(binding, env, RecordStore(env.state_dir).read_record())
-    return BindingCheck(
+    check = BindingCheck(
         experiment_id=binding.experiment_id,
         binding_path=str(files.binding),
         bound_commit=bound_commit(binding),
@@ -182,6 +186,7 @@ def _binding_check(query: ProvenanceQuery) -> BindingCheck:
         if found
         else [],
     )
+    return check, binding_notes(binding)
 
 
 def diagnose(query: DiagnoseQuery) -> Diagnosis:

@@ -118,8 +118,9 @@ def lock_experiment(query: LockQuery) -> LockResult:
         raise _refuse(
             f"the binding of {query.experiment_id} predates closure recording: it does not say "
             "which dependencies the engine ran with",
-            "only experiments launched by automl-setup 0.1.0 with closure recording can be "
-            "locked; its engine and direct dependencies are in its binding (status, report)",
+            "only experiments launched since closure recording (binding format 3) can be "
+            "locked; this one's engine and direct dependency versions are in its binding "
+            "(status, report)",
         )
     stored = WheelStore().find(engine.build.wheel_sha256)  # altered bytes refuse here
     if stored is None:
