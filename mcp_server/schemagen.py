@@ -13,6 +13,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from mcp_server.environment.records import HistoryEntry, InstallRecord, Journal
+from mcp_server.environment.wheelstore import WheelEntry
 
 SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
 
@@ -42,6 +43,8 @@ def record_models() -> dict[str, type[BaseModel]]:
         "experiment-binding.schema.json": Binding,
         "experiment-attempt.schema.json": AttemptEntry,
         "environment-experiment-entry.schema.json": RegisteredExperiment,
+        # `<store>/wheels/<sha256>/entry.json`: an engine's wheel or a closure member's.
+        "wheel-store-entry.schema.json": WheelEntry,
         "slurm-receipt.schema.json": Receipt,
         "slurm-job-registry.schema.json": JobRegistry,
         "slurm-watch-memory.schema.json": WatchMemory,

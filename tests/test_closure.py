@@ -35,12 +35,16 @@ GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@localhost", "-c", "commit
 def package(root: Path, name: str, version: str, requires: list[str], marker: str) -> Path:
     module = name.replace("-", "_")
     (root / module).mkdir(parents=True, exist_ok=True)
-    (root / module / "__init__.py").write_text(f"MARKER = {marker!r}\n")
+    (root / module / "__init__.py").write_text(
+        f"MARKER = {marker!r}\n\n\ndef main() -> None: ...\n"
+    )
     deps = ", ".join(json.dumps(r) for r in requires)
+    # A console script: uv writes it with this environment's interpreter in its first line.
+    script = f'[project.scripts]\n{name}-tool = "{module}:main"\n\n' if name == DEPB else ""
     (root / "pyproject.toml").write_text(
         '[build-system]\nrequires = ["hatchling>=1.25"]\nbuild-backend = "hatchling.build"\n\n'
         f'[project]\nname = "{name}"\nversion = "{version}"\ndependencies = [{deps}]\n\n'
-        "[tool.hatch.metadata]\nallow-direct-references = true\n"
+        f"{script}[tool.hatch.metadata]\nallow-direct-references = true\n"
     )
     return root
 

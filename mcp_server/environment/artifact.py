@@ -59,6 +59,7 @@ def store_wheel(
         source=source,
         backend=backend,
         time=utc_now(),
+        member=None,
     )
     return from_store(WheelStore().put(wheel, entry), source)
 

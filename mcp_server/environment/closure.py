@@ -23,7 +23,7 @@ from typing import Any, Literal
 from packaging.markers import Marker
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 
 from mcp_server.persisted import Persisted
 from mcp_server.redact import strip_credentials
@@ -31,7 +31,12 @@ from mcp_server.redact import strip_credentials
 _FULL_COMMIT = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 # Files an installer writes about the install itself: the same distribution installed by another
 # installer, requested directly or pulled in, is the same distribution.
-_INSTALL_FILES = ("INSTALLER", "REQUESTED", "RECORD", "direct_url.json")
+_FIRST_INSTALL_FILES = ("INSTALLER", "REQUESTED", "RECORD", "direct_url.json")
+# uv's note of where it took a local wheel from is about the install too.
+INSTALL_FILES = (*_FIRST_INSTALL_FILES, "uv_cache.json")
+# A script the installer writes into the environment's scripts folder starts with that
+# environment's interpreter: the same distribution in another environment hashes otherwise.
+_SCRIPT = re.compile(r"^(\.\./)+(bin|Scripts)/[^/]+$")
 
 
 class DirectUrl(Persisted):
@@ -46,12 +51,34 @@ class DirectUrl(Persisted):
     archive_hash: str | None = Field(description="An archive's hash, as `sha256=...`.")
     editable: bool
 
+    def pep610(self) -> dict[str, Any]:
+        """The `direct_url.json` this was read from (less stripped credentials)."""
+        data: dict[str, Any] = {"url": self.url}
+        if self.kind == "vcs":
+            info = {"vcs": self.vcs, "commit_id": self.commit_id}
+            if self.requested_revision is not None:
+                info["requested_revision"] = self.requested_revision
+            data["vcs_info"] = info
+        elif self.kind == "archive":
+            data["archive_info"] = {}
+            if self.archive_hash:
+                algorithm, _, value = self.archive_hash.partition("=")
+                data["archive_info"] = {"hash": self.archive_hash, "hashes": {algorithm: value}}
+        else:
+            data["dir_info"] = {"editable": True} if self.editable else {}
+        if self.subdirectory is not None:
+            data["subdirectory"] = self.subdirectory
+        return data
+
 
 class ClosureMember(Persisted):
     version: str
     record_sha256: str | None = Field(
         description="sha256 of its RECORD's hashed entries (sorted; less the installer's own "
-        "files and bytecode): which files, with which contents; null without a RECORD."
+        "files, bytecode and the scripts written into the environment's scripts folder, whose "
+        "first line names the environment's interpreter): which files, with which contents; "
+        "null without a RECORD. The first records with a closure kept those scripts and uv's "
+        "uv_cache.json in; their digest is compared as it was computed."
     )
     installer: str | None
     direct_url: DirectUrl | None = Field(description="Where it came from, if not an index.")
@@ -59,6 +86,12 @@ class ClosureMember(Persisted):
         description="Resolved from a moving reference: a VCS requirement naming no commit, an "
         "archive without a hash, or a local directory."
     )
+    # Found in an environment: the digest as the first records with a closure computed it
+    # (such a record's digest is compared with it).
+    _first_digest: str | None = PrivateAttr(None)
+
+    def record_matches(self, recorded: str | None) -> bool:
+        return recorded in (self.record_sha256, self._first_digest)
 
     def identity(self) -> dict[str, Any]:
         """What makes it the same distribution: not who installed it, nor the revision its
@@ -82,13 +115,18 @@ class ClosureMember(Persisted):
 Closure = dict[str, ClosureMember]
 
 
-def record_digest(text: str) -> str:
+def record_digest(text: str, *, first: bool = False) -> str:
+    """The digest of a RECORD; `first` computes it as the first records with a closure did
+    (scripts and uv's cache note included)."""
+    skipped = _FIRST_INSTALL_FILES if first else INSTALL_FILES
     rows = []
     for row in csv.reader(io.StringIO(text)):
         if len(row) < 2 or not row[1]:
             continue  # bytecode and RECORD itself carry no hash
         path = row[0]
-        if path.rsplit("/", 1)[-1] in _INSTALL_FILES and ".dist-info/" in path:
+        if path.rsplit("/", 1)[-1] in skipped and ".dist-info/" in path:
+            continue
+        if not first and _SCRIPT.match(path):
             continue
         rows.append(f"{path},{row[1]}")
     return hashlib.sha256("\n".join(sorted(rows)).encode()).hexdigest()
@@ -103,9 +141,11 @@ def parse_direct_url(raw: str | None) -> DirectUrl | None:
         return None
     if not isinstance(data, dict) or not isinstance(data.get("url"), str):
         return None
-    vcs, archive = data.get("vcs_info"), data.get("archive_info")
-    kind: Literal["vcs", "archive", "dir"] = "vcs" if vcs else "archive" if archive else "dir"
-    vcs, archive = vcs or {}, archive or {}
+    # The key names the kind: an archive without a hash has an empty `archive_info`.
+    kind: Literal["vcs", "archive", "dir"] = (
+        "vcs" if "vcs_info" in data else "archive" if "archive_info" in data else "dir"
+    )
+    vcs, archive = data.get("vcs_info") or {}, data.get("archive_info") or {}
     hashes = archive.get("hashes") or {}
     archive_hash = archive.get("hash") or (
         f"sha256={hashes['sha256']}" if "sha256" in hashes else None
@@ -161,6 +201,8 @@ class _Site:
             direct_url=direct,
             moving=_moving(direct),
         )
+        if record is not None:
+            member._first_digest = record_digest(record, first=True)
         return member, list(meta.get_all("Requires-Dist") or [])
 
 

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 
-from mcp_server.environment.closure import Closure, ClosureMember
+from mcp_server.environment.closure import Closure, ClosureMember, DirectUrl
 from mcp_server.environment.identity import active_requirements
 from mcp_server.errors import SetupError
 
@@ -28,6 +29,8 @@ class ClosurePolicy:
     require_pinned: bool = False
     # `recreate`: uv overrides naming every bound member at its bound version or commit.
     overrides: tuple[str, ...] = ()
+    # `recreate`: the members installed from their store wheels, and the origin each gets back.
+    from_store: tuple[tuple[str, DirectUrl | None], ...] = ()
 
 
 def _moving_url(url: str) -> bool:
@@ -62,9 +65,12 @@ def moving_in_closure(closure: Closure) -> list[str]:
     return [f"{name}: {m.origin()}" for name, m in closure.items() if m.moving]
 
 
-def override(name: str, member: ClosureMember) -> str:
-    """The requirement that installs exactly this member again."""
+def override(name: str, member: ClosureMember, wheel: Path | None = None) -> str:
+    """The requirement that installs exactly this member again (from `wheel`, its wheel in
+    the store, when there is one)."""
     d = member.direct_url
+    if wheel is not None:
+        return f"{name} @ {wheel.resolve().as_uri()}"
     if d is None:
         return f"{name}=={member.version}"
     if d.kind == "vcs" and d.commit_id:
@@ -73,8 +79,12 @@ def override(name: str, member: ClosureMember) -> str:
     return f"{name} @ {d.url}"
 
 
-def overrides_for(closure: Closure | None) -> tuple[str, ...]:
-    lines = tuple(override(name, m) for name, m in (closure or {}).items())
+def overrides_for(
+    closure: Closure | None, stored: dict[str, Path] | None = None
+) -> tuple[str, ...]:
+    lines = tuple(
+        override(name, m, (stored or {}).get(name)) for name, m in (closure or {}).items()
+    )
     for line in lines:  # what uv would read must be a requirement it parses
         try:
             Requirement(line)

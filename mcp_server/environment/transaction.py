@@ -9,7 +9,6 @@ the environment back to the previous engine and record.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import time
@@ -24,6 +23,12 @@ from mcp_server.environment.identity import (
     compute_identity_digest,
     direct_dependency_names,
     environment_info,
+)
+from mcp_server.environment.memberwheel import (
+    keep_members,
+    kept_at_install,
+    restore_origins,
+    set_direct_url,
 )
 from mcp_server.environment.pins import ClosurePolicy, moving_in_closure, refuse_moving
 from mcp_server.environment.probe import Probe
@@ -49,7 +54,7 @@ from mcp_server.environment.verify import (
 )
 from mcp_server.errors import SetupError
 from mcp_server.fsutil import atomic_write_bytes, io_failure
-from mcp_server.source.build import WheelMetadata, record_hash, uv_binary, uv_version
+from mcp_server.source.build import WheelMetadata, uv_binary, uv_version
 from mcp_server.source.profile import EngineProfile
 
 Progress = Callable[[str, str], None]  # (step, message)
@@ -108,6 +113,7 @@ class Transaction:
             self._uv_install(wheel, before)
             _checkpoint("uv-installed")
             self._write_direct_url(before.purelib / self.meta.dist_info, wheel)
+            restore_origins([before.purelib, before.platlib], self.policy.from_store)
             _checkpoint("direct-url-written")
             progress("verify", "checking direct_url.json, RECORD hashes and the identity digest")
             after = self.env.probe([self.build.distribution])
@@ -129,6 +135,7 @@ class Transaction:
                     "report this: the installer changed files it was asked to install",
                     details=[d.describe("built") for d in report.differences],
                 )
+            self._keep_members(record, after, progress)
             progress("record", f"writing {self.store.record_path}")
             self.store.write_record(record)
             _checkpoint("record-written")
@@ -140,6 +147,18 @@ class Transaction:
         log_installed(self.store, record)
         finish_transaction(self.store, journal)
         return record, report
+
+    def _keep_members(self, record: InstallRecord, after: Probe, progress: Progress) -> None:
+        """The closure members no index gives again (VCS commits, URLs) go into the store,
+        where `recreate` finds them with no repository or index."""
+        names = kept_at_install(record.closure or {})
+        if not names:
+            return
+        progress(
+            "record", f"keeping {len(names)} dependency wheels in the store: {', '.join(names)}"
+        )
+        site = [after.purelib, after.platlib]
+        keep_members(record.closure or {}, names, site, after.prefix, self.txdir / "members")
 
     def _directories_written(self, before: Probe) -> list[Path]:
         """Where uv will create, replace or remove files: site-packages, the scripts directory
@@ -228,14 +247,7 @@ class Transaction:
                 f"uv reported success but {dist_info} is missing",
                 "run the install again; if it repeats, report it with the uv log",
             )
-        data = json.dumps(self._direct_url(wheel), sort_keys=True).encode()
-        atomic_write_bytes(dist_info / "direct_url.json", data)
-        record_path = dist_info / "RECORD"
-        rel = f"{dist_info.name}/direct_url.json"
-        rows = [r for r in parse_record_csv(record_path.read_text("utf-8")) if r[0] != rel]
-        rows.append((rel, record_hash(data), str(len(data))))
-        text = "".join(f"{p},{h},{s}\n" for p, h, s in rows)
-        atomic_write_bytes(record_path, text.encode("utf-8"))
+        set_direct_url(dist_info, self._direct_url(wheel))
 
     def _direct_url(self, wheel: Path) -> dict[str, Any]:
         if self.source is None:

@@ -2,6 +2,10 @@
 a reviewed wheel handed in by its sha256) is kept as `<root>/wheels/<sha256>/<wheel file>` with
 a sidecar `entry.json`, so the exact engine can be installed again without its repository.
 
+An entry holds an engine's wheel, or (format 2) a wheel packed from a member of an engine's
+dependency closure as installed (`memberwheel.py`): a VCS dependency at the commit it resolved
+to, kept at install time, so `recreate` needs neither its repository nor an index.
+
 An entry is written whole into a temporary directory beside the others and renamed into place
 (a directory rename is atomic): of several processes storing the same wheel at once, one
 rename wins and the others find the entry there and check it. Entries are read-only after the
@@ -21,12 +25,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from packaging.utils import canonicalize_name
+from pydantic import Field, model_validator
 
+from mcp_server.environment.closure import ClosureMember, DirectUrl
 from mcp_server.environment.records import Origin, SourceIdentity
 from mcp_server.errors import SetupError
 from mcp_server.fsutil import fsync_path, io_failure, read_file
-from mcp_server.persisted import Persisted, load_persisted
+from mcp_server.persisted import Persisted, format_version, load_persisted
 from mcp_server.source.build import sha256_file
 from mcp_server.source.config import STORE_ENV, find_project_file, store_setting
 
@@ -35,8 +41,9 @@ SHA256 = re.compile(r"^[0-9a-f]{64}$")
 READ_ONLY_FILE, READ_ONLY_DIR = 0o444, 0o555
 
 
-class WheelEntry(Persisted):
-    """`entry.json`: what the wheel beside it is and where it came from."""
+class WheelEntryV1(Persisted):
+    """`entry.json` format 1 (engines' wheels only): what the wheel beside it is and where it
+    came from."""
 
     schema_version: Literal[1] = 1
     sha256: str = Field(description="sha256 of the wheel file (also the entry's folder name).")
@@ -49,6 +56,49 @@ class WheelEntry(Persisted):
     )
     backend: str | None = Field(description="PEP 517 build backend; null for a reviewed wheel.")
     time: str = Field(description="UTC time the entry was stored, ISO 8601.")
+
+
+class PackedMember(Persisted):
+    """A closure member's wheel: which installed distribution it was packed from."""
+
+    record_sha256: str = Field(description="The member's RECORD digest (closure.py).")
+    direct_url: DirectUrl | None = Field(
+        description="Its PEP 610 origin, written back when the wheel is installed; null for a "
+        "distribution from a package index."
+    )
+    environment: str = Field(description="The environment it was packed from.")
+
+
+class WheelEntry(WheelEntryV1):
+    schema_version: Literal[2] = 2  # type: ignore[assignment]
+    origin: Literal["source-build", "reviewed-wheel", "closure-member"]  # type: ignore[assignment]
+    member: PackedMember | None = Field(
+        description="For a closure member's wheel, what it was packed from; null for an "
+        "engine's wheel."
+    )
+
+    @model_validator(mode="after")
+    def _member_has_no_source(self) -> WheelEntry:
+        if (self.member is not None) != (self.origin == "closure-member"):
+            raise ValueError("a closure member's entry names what it was packed from")
+        if self.member is not None and (self.source is not None or self.backend is not None):
+            raise ValueError("a closure member's entry has no source or backend")
+        return self
+
+    def packs(self, name: str, member: ClosureMember) -> bool:
+        """Whether this entry's wheel installs exactly `member` (named `name`) again."""
+        return (
+            self.member is not None
+            and canonicalize_name(self.distribution) == name
+            and self.version == member.version
+            and self.member.record_sha256 == member.record_sha256
+            and _origin(self.member.direct_url) == _origin(member.direct_url)
+        )
+
+
+def _origin(direct: DirectUrl | None) -> dict[str, object] | None:
+    # The revision a requirement named is not identity (closure.py).
+    return None if direct is None else direct.model_dump(exclude={"requested_revision"})
 
 
 @dataclass(frozen=True)
@@ -83,21 +133,31 @@ class WheelStore:
             raise io_failure("read", self.wheels, exc) from None
         return [name for name in names if SHA256.match(name)]
 
-    def check(self, sha256: str) -> StoredWheel:
-        """The entry of `sha256`, read strictly, its wheel re-hashed: a refusal naming what is
-        wrong when it is damaged (the entry is left as it is, for whoever looks at it)."""
+    def _entry(self, sha256: str) -> tuple[WheelEntry, str]:
+        """The sidecar of `sha256`, read strictly, and the remedy for a damaged entry."""
         folder = self.entry_dir(sha256)
-        step = "store"
         remedy = (
             f"remove the damaged entry {folder} by hand (chmod -R u+w first); automl-setup "
             "never rewrites or deletes an entry it finds altered"
         )
         data = read_file(folder / SIDECAR)
         if data is None:
-            raise SetupError(step, f"the store entry {folder} has no {SIDECAR}", remedy)
-        entry = load_persisted(
-            WheelEntry, data, what="wheel store entry", path=folder / SIDECAR, remedy=remedy
-        )
+            raise SetupError("store", f"the store entry {folder} has no {SIDECAR}", remedy)
+        what = "wheel store entry"
+        if format_version(data) == 1:  # read as format 2: an engine's wheel
+            old = load_persisted(
+                WheelEntryV1, data, what=what, path=folder / SIDECAR, remedy=remedy
+            )
+            return WheelEntry(**{**old.model_dump(), "schema_version": 2, "member": None}), remedy
+        return load_persisted(
+            WheelEntry, data, what=what, path=folder / SIDECAR, remedy=remedy
+        ), remedy
+
+    def check(self, sha256: str) -> StoredWheel:
+        """The entry of `sha256`, read strictly, its wheel re-hashed: a refusal naming what is
+        wrong when it is damaged (the entry is left as it is, for whoever looks at it)."""
+        entry, remedy = self._entry(sha256)
+        folder, step = self.entry_dir(sha256), "store"
         wheel = folder / entry.wheel_filename
         others = sorted({p.name for p in folder.iterdir()} - {SIDECAR, entry.wheel_filename})
         if entry.sha256 != sha256 or "/" in entry.wheel_filename or others:
@@ -115,6 +175,21 @@ class WheelStore:
                 remedy,
             )
         return StoredWheel(wheel, entry)
+
+    def find_members(self, closure: dict[str, ClosureMember]) -> dict[str, StoredWheel]:
+        """The checked entries of wheels packed from exactly these closure members, by name,
+        in one pass over the sidecars (a wheel is hashed once it is the one; a damaged entry
+        is none: `store verify` reports it)."""
+        found: dict[str, StoredWheel] = {}
+        for sha in self.digests():
+            try:
+                entry = self._entry(sha)[0]
+                name = canonicalize_name(entry.distribution)
+                if name not in found and name in closure and entry.packs(name, closure[name]):
+                    found[name] = self.check(sha)
+            except SetupError:
+                continue
+        return found
 
     def find(self, sha256: str) -> StoredWheel | None:
         """The checked entry of `sha256`, None when the store has none."""

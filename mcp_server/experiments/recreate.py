@@ -51,6 +51,13 @@ class RecreateResult(BaseModel):
         description="The bound wheel came from the wheel store, or was rebuilt from the bound "
         "commit (and had the bound sha256)."
     )
+    members_from_store: list[str] = Field(
+        description="The closure members installed from their wheels in the store."
+    )
+    members_from_elsewhere: list[str] = Field(
+        description="The others, each with where it came from (its index or repository), at "
+        "its bound version or commit."
+    )
     install: InstallResult
     resume_command: str = Field(description="The command that resumes the experiment there.")
 
@@ -69,19 +76,30 @@ def recreate_engine(request: RecreateRequest, progress: Progress = no_progress) 
     differences = diff_fields(bound.build.model_dump(), artifact.build.model_dump())
     if differences:
         raise _refusal(binding, "the wheel found is not the bound build", differences)
-    if bound.closure:
-        progress("install", f"pinning {len(bound.closure)} dependencies at their bound versions")
-    result = install_artifact(
-        _profile(binding),
-        request.python,
-        request.create_env,
-        artifact,
-        bound.extras or [],  # a binding of format 1 did not record them
-        bound_experiments,
-        progress,
-        # Every member at its bound version or commit: never what a moving branch says today.
-        ClosurePolicy(overrides=overrides_for(bound.closure)),
-    )
+    policy, elsewhere = _closure_policy(binding, progress)
+    try:
+        result = install_artifact(
+            _profile(binding),
+            request.python,
+            request.create_env,
+            artifact,
+            bound.extras or [],  # a binding of format 1 did not record them
+            bound_experiments,
+            progress,
+            policy,
+        )
+    except SetupError as exc:
+        if not elsewhere or exc.step != "install":
+            raise
+        raise SetupError(
+            "recreate",
+            f"{exc.cause}; {len(elsewhere)} members of the bound closure are not in the wheel "
+            "store and had to come from their index or repository (below)",
+            "make their index or repositories reachable, or keep them in the store while an "
+            "environment holds them: automl-setup store keep --experiment-id "
+            f"{binding.experiment_id} --workspace WS",
+            details=[*elsewhere, *exc.details],
+        ) from None
     found = binding_differences(binding, locate(request.python), result.record)
     if found:
         raise _refusal(
@@ -101,9 +119,32 @@ def recreate_engine(request: RecreateRequest, progress: Progress = no_progress) 
     return RecreateResult(
         experiment_id=binding.experiment_id,
         wheel_from=wheel_from,
+        members_from_store=[name for name, _origin in policy.from_store],
+        members_from_elsewhere=elsewhere,
         install=result,
         resume_command=resume_command(files, binding.manifest_path, str(request.python)),
     )
+
+
+def _closure_policy(binding: Binding, progress: Progress) -> tuple[ClosurePolicy, list[str]]:
+    """Every bound member pinned: from its wheel in the store when there is one, else at its
+    bound version or commit (never what a moving branch says today)."""
+    closure = binding.engine.closure or {}
+    stored = {name: hit.path for name, hit in WheelStore().find_members(closure).items()}
+    elsewhere = [
+        f"{n} {m.version} from {m.origin()}" for n, m in closure.items() if n not in stored
+    ]
+    if closure:
+        progress(
+            "check",
+            f"pinning {len(closure)} dependencies as bound: {len(stored)} from the store, "
+            f"{len(elsewhere)} from their index or repository",
+        )
+    policy = ClosurePolicy(
+        overrides=overrides_for(closure, stored),
+        from_store=tuple((name, closure[name].direct_url) for name in stored),
+    )
+    return policy, elsewhere
 
 
 def _rebuild(binding: Binding, progress: Progress) -> Artifact:

@@ -13,17 +13,22 @@ from mcp_server.faces.cli_base import (
 
 def add_commands(sub: Subparsers) -> None:
     p = add_operation(
-        sub, "store", "the wheel store: list, verify, gc --keep-bound WORKSPACE...",
-        description="Look after the content-addressed store of the wheels automl-setup built: "
-        "list its entries, verify each against its hash, or remove (gc) every wheel no binding "
-        "in the named workspaces refers to.",
-        example="automl-setup store list\nautoml-setup store gc --keep-bound runs other-runs",
+        sub, "store", "the wheel store: list, verify, keep, gc --keep-bound WORKSPACE...",
+        description="Look after the content-addressed store of the wheels automl-setup built "
+        "and of the dependency wheels it keeps: list its entries, verify each against its hash, "
+        "keep an experiment's whole bound closure (packed from the environment that holds it, "
+        "so recreate needs no index or repository), or remove (gc) every wheel no binding in "
+        "the named workspaces refers to.",
+        example="automl-setup store list\nautoml-setup store keep --experiment-id ID "
+        "--workspace runs\nautoml-setup store gc --keep-bound runs other-runs",
     )  # fmt: skip
-    p.add_argument("action", choices=("list", "verify", "gc"), help="what to do")
+    p.add_argument("action", choices=("list", "verify", "keep", "gc"), help="what to do")
     p.add_argument(
         "--keep-bound", nargs="+", default=(), metavar="WORKSPACE",
         help="gc: keep every wheel a binding in these workspaces refers to",
     )  # fmt: skip
+    p.add_argument("--experiment-id", help="keep: the experiment whose bound closure to keep")
+    p.add_argument("--workspace", help=f"keep: {WORKSPACE_HELP}")
     add_json(p)
 
     p = add_operation(

@@ -31,7 +31,9 @@ def store_text(report: StoreReport) -> str:
         what = (
             f"{e.problem}"
             if e.state == "damaged"
-            else f"{e.wheel_filename} {e.origin}" + (f" commit {e.commit[:12]}" if e.commit else "")
+            else f"{e.wheel_filename} {e.origin}"
+            + (f" commit {e.commit[:12]}" if e.commit else "")
+            + (f" (packed from {e.member_of})" if e.member_of else "")
         )
         lines.append(f"  {e.state:8} {e.sha256[:16]}  {what}")
     return "\n".join(lines)
@@ -45,6 +47,9 @@ def recreate_text(result: RecreateResult) -> str:
             f"(wheel from the {'store' if result.wheel_from == 'store' else 'rebuilt commit'})",
             f"  wheel:    {rec.build.wheel_filename} sha256 {rec.build.wheel_sha256}",
             f"  identity: {rec.identity_digest} (matches the binding)",
+            f"  closure:  {len(result.members_from_store)} members from the store, "
+            f"{len(result.members_from_elsewhere)} from their index or repository",
+            *(f"    {m}" for m in result.members_from_elsewhere),
             f"  resume:   {result.resume_command}",
         ]
     )

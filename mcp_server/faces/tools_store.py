@@ -34,29 +34,36 @@ class LockReply(LockResult):
 
 @server.tool(
     **hints(
-        "List, verify or garbage-collect the wheel store",
-        read_only=False,  # gc removes entries
+        "List, verify, keep into or garbage-collect the wheel store",
+        read_only=False,  # keep adds entries, gc removes them
         destructive=True,  # gc removes every wheel no binding in keep_bound refers to
         idempotent=True,
         open_world=False,
     )
 )
 async def store_wheels(
-    action: Literal["list", "verify", "gc"],
+    action: Literal["list", "verify", "keep", "gc"],
     ctx: Context,
     roots: Roots,
     keep_bound: Annotated[
         tuple[Workspace, ...],
         Field(max_length=64, description="gc only: workspaces whose bound wheels are kept."),
     ] = (),
+    experiment_id: ExperimentId | None = None,
+    workspace: Workspace | None = None,
 ) -> StoreReply:
     """The content-addressed wheel store: list its entries, verify every entry's bytes against
-    its sha256, or gc: remove every wheel no binding in the keep_bound workspaces refers to."""
+    its sha256, keep (with experiment_id and workspace) every member of the experiment's bound
+    dependency closure, packed from the environment that holds it, so recreate_engine needs
+    no index or repository; or gc: remove every wheel no binding in the keep_bound workspaces
+    refers to."""
 
     def work() -> StoreReply:
-        for workspace in keep_bound:
-            check_roots(roots, workspace=workspace)
-        request = StoreRequest(action=action, keep_bound=keep_bound)
+        for kept in (*keep_bound, *([workspace] if workspace else [])):
+            check_roots(roots, workspace=kept)
+        request = StoreRequest(
+            action=action, keep_bound=keep_bound, experiment_id=experiment_id, workspace=workspace
+        )
         return reply(StoreReply, "store", run_store(request))
 
     return await run(ctx, work)
