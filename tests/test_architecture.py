@@ -80,7 +80,7 @@ def dotted(path: Path) -> str:
 
 def layer(module: str) -> str:
     parts = module.split(".")
-    if len(parts) == 1 or (len(parts) == 2 and parts[1] in FOUNDATION):
+    if len(parts) == 1 or parts[1] in FOUNDATION:  # a foundation package's modules too
         return "foundation"
     return parts[1]
 

@@ -17,6 +17,7 @@ from mcp import Client
 from test_closure import DEPA, DEPB, IDX, World, install, world  # noqa: F401 (a fixture)
 from test_experiments import Experiment, Reaper, make_interrupted, subreaper
 
+from mcp_server.environment.wheelstore import STORE_ENV
 from mcp_server.faces.server import server
 
 pytestmark = pytest.mark.slow
@@ -44,7 +45,9 @@ def test_recreate_from_the_store_alone_with_the_index_and_repositories_unreachab
     world: World,  # noqa: F811 (the fixture imported above)
     tmp_path: Path,
     reaper: Reaper,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setenv(STORE_ENV, str(tmp_path / "store"))  # its own: what this test kept
     env = tmp_path / "env"
     assert install(world, env, "main", "--create-env").code == 0  # type: ignore[attr-defined]
     listed = json.loads(run_cli("store", "list", "--json").stdout)["entries"]

@@ -7,7 +7,6 @@ its folder exists, and a failure removes exactly the folders this call made.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import shutil
 import subprocess
@@ -26,7 +25,7 @@ from mcp_server.environment.target import (
     venv_interpreter,
 )
 from mcp_server.errors import SetupError
-from mcp_server.fsutil import exclusive_lock
+from mcp_server.fsutil import exclusive_lock, locked_directory
 from mcp_server.source.build import uv_binary
 from mcp_server.values import TargetPath
 
@@ -112,14 +111,10 @@ def _cannot_create(path: Path, exc: OSError) -> SetupError:
 @contextlib.contextmanager
 def _dir_lock(directory: Path) -> Iterator[None]:
     try:
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+        with locked_directory(directory):  # held only for a mkdir and a lock: never long
+            yield
     except OSError as exc:
         raise _cannot_create(directory, exc) from None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)  # held only for a mkdir and a lock: never long
-        yield
-    finally:
-        os.close(fd)
 
 
 @contextlib.contextmanager

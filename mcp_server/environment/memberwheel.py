@@ -204,7 +204,7 @@ def _write_zip(wheel: Path, files: dict[str, tuple[bytes, int]]) -> None:
             info.external_attr = ((0o755 if mode & 0o111 else 0o644) | 0o100000) << 16
             info.compress_type = zipfile.ZIP_DEFLATED
             archive.writestr(info, data)
-    wheel.write_bytes(buffer.getvalue())
+    atomic_write_bytes(wheel, buffer.getvalue())
 
 
 def _refused(dist_info: Path, cause: str) -> SetupError:

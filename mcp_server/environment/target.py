@@ -21,6 +21,7 @@ from mcp_server.environment.probe import (
     run_checked,
 )
 from mcp_server.errors import ExitCode, InvalidInput, SetupError
+from mcp_server.fsutil import open_state
 from mcp_server.values import TargetPath
 
 STATE_DIR_NAME = ".automl-setup"
@@ -170,8 +171,8 @@ def _refuse_in_use(path: Path) -> None:
 def _lock_holder(lock: Path) -> str | None:
     """Who holds the environment lock `lock` (its pid text), or None; never creates it."""
     try:
-        fd = os.open(lock, os.O_RDONLY)
-    except OSError:
+        fd = open_state(lock, os.O_RDONLY, step="lock")
+    except (OSError, SetupError):  # missing, or not ours to read: nobody we know holds it
         return None
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)

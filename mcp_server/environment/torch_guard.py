@@ -21,6 +21,7 @@ from packaging.utils import canonicalize_name
 from mcp_server.environment.identity import active_requirements
 from mcp_server.environment.probe import Probe
 from mcp_server.errors import SetupError
+from mcp_server.fsutil import atomic_write_bytes
 
 TORCH = "torch"
 
@@ -71,7 +72,7 @@ def keep_torch_args(before: Probe, workdir: Path) -> list[str]:
     if version is None:
         return []
     constraints = workdir / "keep-torch.txt"
-    constraints.write_text(f"{TORCH}=={version}\n", encoding="utf-8")
+    atomic_write_bytes(constraints, f"{TORCH}=={version}\n".encode())
     return ["--constraints", str(constraints)]
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import stat
 import time
 import uuid
 from collections.abc import Callable
@@ -53,7 +54,14 @@ from mcp_server.environment.verify import (
     verify_environment,
 )
 from mcp_server.errors import SetupError
-from mcp_server.fsutil import atomic_write_bytes, io_failure
+from mcp_server.fsutil import (
+    atomic_write_bytes,
+    copy_new_at,
+    io_failure,
+    new_directory,
+    probe_writable,
+    state_dir,
+)
 from mcp_server.source.build import WheelMetadata, uv_binary, uv_version
 from mcp_server.source.profile import EngineProfile
 
@@ -175,14 +183,16 @@ class Transaction:
         previous = before.dists.get(self.profile.distribution)
         backup_dir = self.txdir / "backup"
         try:
-            backup_dir.mkdir(parents=True)
+            new_directory(backup_dir)
             saved: list[list[str]] = []
             if previous is not None and previous.dist_info is not None:
-                for index, path in enumerate(installed_paths(previous.dist_info)):
-                    if path.is_file():
-                        name = f"{index:06d}"
-                        shutil.copy2(path, backup_dir / name)
-                        saved.append([str(path), name])
+                with state_dir(backup_dir, step="back up") as backup:
+                    for index, path in enumerate(installed_paths(previous.dist_info)):
+                        if path.is_file():
+                            name = f"{index:06d}"
+                            mode = stat.S_IMODE(path.stat().st_mode)
+                            copy_new_at(backup, backup_dir / name, path, step="back up", mode=mode)
+                            saved.append([str(path), name])
             journal = Journal(
                 txid=self.txid,
                 pid=os.getpid(),
@@ -306,10 +316,8 @@ def _require_writable(directories: list[Path]) -> None:
     there would leave a rollback that cannot write either. os.access is not enough (root, a
     read-only mount, an immutable directory), so a probe file is created and removed."""
     for directory in directories:
-        probe = directory / f".automl-setup-probe-{os.getpid()}"
         try:
-            os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-            probe.unlink()
+            probe_writable(directory)
         except OSError as exc:
             raise SetupError(
                 "install",

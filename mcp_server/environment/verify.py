@@ -33,8 +33,8 @@ from mcp_server.environment.records import (
 )
 from mcp_server.environment.target import TargetEnv
 from mcp_server.environment.uvproject import removed_by_sync
-from mcp_server.errors import ExitCode
-from mcp_server.fsutil import exclusive_holder
+from mcp_server.errors import ExitCode, SetupError
+from mcp_server.fsutil import exclusive_holder, read_file
 from mcp_server.persisted import Persisted
 from mcp_server.source.build import record_hash
 
@@ -147,8 +147,10 @@ def check_wheel_files(
     """The installed RECORD must carry every file of the wheel that was built, unchanged."""
     path = store.wheel_record_path(build.record_digest)
     try:
-        data = path.read_bytes()
-    except OSError:
+        data = read_file(path)
+    except SetupError:
+        data = None
+    if data is None:
         return [FieldDiff(field="build.record_digest", recorded=build.record_digest, found=None)]
     found_digest = hashlib.sha256(data).hexdigest()
     if found_digest != build.record_digest:

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import os
 import re
+import secrets
 import shutil
 import stat
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -31,9 +32,15 @@ from pydantic import Field, model_validator
 from mcp_server.environment.closure import ClosureMember, DirectUrl
 from mcp_server.environment.records import Origin, SourceIdentity
 from mcp_server.errors import SetupError
-from mcp_server.fsutil import fsync_path, io_failure, read_file
+from mcp_server.fsutil import (
+    copy_new_at,
+    io_failure,
+    open_reader,
+    read_file,
+    state_dir,
+    write_new_at,
+)
 from mcp_server.persisted import Persisted, format_version, load_persisted
-from mcp_server.source.build import sha256_file
 from mcp_server.source.config import STORE_ENV, find_project_file, store_setting
 
 SIDECAR = "entry.json"
@@ -140,7 +147,7 @@ class WheelStore:
             f"remove the damaged entry {folder} by hand (chmod -R u+w first); automl-setup "
             "never rewrites or deletes an entry it finds altered"
         )
-        data = read_file(folder / SIDECAR)
+        data = read_file(folder / SIDECAR, edge=self.root)
         if data is None:
             raise SetupError("store", f"the store entry {folder} has no {SIDECAR}", remedy)
         what = "wheel store entry"
@@ -164,7 +171,7 @@ class WheelStore:
             cause = f"the store entry {folder} holds other files than its wheel and {SIDECAR}"
             raise SetupError(step, cause, remedy, details=others)
         try:
-            found = sha256_file(wheel)
+            found = _hash(wheel, self.root)
         except OSError as exc:
             raise SetupError(step, f"cannot read {wheel}: {exc.strerror or exc}", remedy) from None
         if found != sha256:
@@ -203,37 +210,40 @@ class WheelStore:
         existing = self.find(entry.sha256)
         if existing is not None:
             return existing
+        tmp = self.wheels / f".tmp-{secrets.token_hex(8)}"  # unpredictable, made exclusively
         try:
-            self.wheels.mkdir(parents=True, exist_ok=True)
-            tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{os.getpid()}-", dir=self.wheels))
+            with state_dir(self.wheels, step="store", create=True, edge=self.root) as wheels:
+                os.mkdir(tmp.name, 0o700, dir_fd=wheels)
+                try:
+                    self._fill(tmp, wheel, entry)
+                    os.chmod(tmp.name, READ_ONLY_DIR, dir_fd=wheels)
+                    try:
+                        os.rename(tmp.name, entry.sha256, src_dir_fd=wheels, dst_dir_fd=wheels)
+                    except OSError as exc:
+                        # Another process stored the same wheel first: checked below.
+                        if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                            raise
+                    os.fsync(wheels)
+                finally:
+                    remove_tree(tmp)
         except OSError as exc:
             raise _unwritable(self.wheels, exc) from None
-        try:
-            target = tmp / entry.wheel_filename
-            shutil.copyfile(wheel, target)
-            (tmp / SIDECAR).write_bytes(entry.model_dump_json(indent=2).encode() + b"\n")
-            for path in (target, tmp / SIDECAR):
-                fsync_path(path)
-                path.chmod(READ_ONLY_FILE)
-            if sha256_file(target) != entry.sha256:
-                raise SetupError(
-                    "store",
-                    f"{wheel} changed while it was copied into the store",
-                    "run the command again; nothing was installed",
-                )
-            tmp.chmod(READ_ONLY_DIR)
-            try:
-                tmp.rename(self.entry_dir(entry.sha256))
-            except OSError as exc:
-                # Another process stored the same wheel first: its entry is checked below.
-                if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
-                    raise
-            fsync_path(self.wheels)
-        except OSError as exc:
-            raise _unwritable(self.wheels, exc) from None
-        finally:
-            remove_tree(tmp)
         return self.check(entry.sha256)
+
+    def _fill(self, tmp: Path, wheel: Path, entry: WheelEntry) -> None:
+        """The wheel and its sidecar, read-only, into the new folder `tmp`."""
+        step = "store"
+        with state_dir(tmp, step=step, edge=self.root) as folder:
+            target = tmp / entry.wheel_filename
+            copy_new_at(folder, target, wheel, step=step, mode=READ_ONLY_FILE)
+            sidecar = entry.model_dump_json(indent=2).encode() + b"\n"
+            write_new_at(folder, tmp / SIDECAR, sidecar, step=step, mode=READ_ONLY_FILE)
+        if _hash(target, self.root) != entry.sha256:
+            raise SetupError(
+                step,
+                f"{wheel} changed while it was copied into the store",
+                "run the command again; nothing was installed",
+            )
 
     def remove(self, sha256: str) -> None:
         """Remove an entry: renamed out of the way first (atomically), so a reader sees it
@@ -244,6 +254,15 @@ class WheelStore:
         except OSError as exc:
             raise io_failure("remove", self.entry_dir(sha256), exc) from None
         remove_tree(gone)
+
+
+def _hash(wheel: Path, root: Path) -> str:
+    """sha256 of a stored wheel, read by the state rules (never through a link)."""
+    digest = hashlib.sha256()
+    with open_reader(wheel, edge=root) as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def remove_tree(path: Path) -> None:

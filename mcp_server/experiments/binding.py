@@ -28,6 +28,7 @@ from mcp_server.environment.records import (
 from mcp_server.environment.target import TargetEnv
 from mcp_server.errors import Fix, SetupError, command_line, shown
 from mcp_server.experiments.files import ExperimentFiles
+from mcp_server.fsutil import read_file
 from mcp_server.persisted import Persisted, format_version, load_persisted
 
 # 2 added the engine's extras, 3 its requirement closure.
@@ -110,18 +111,13 @@ def read_binding(files: ExperimentFiles) -> Binding:
     which `relocation` reports and resume judges."""
     step = "read binding"
     remedy = "bindings are never rewritten; restore it from a backup"
-    try:
-        data = files.binding.read_bytes()
-    except FileNotFoundError:
+    data = read_file(files.binding)  # never through a link planted at its name
+    if data is None:
         raise SetupError(
             step,
             f"experiment {files.experiment_id} has no binding ({files.binding} is missing)",
             "only experiments launched by automl-setup can be resumed with proof of the engine",
-        ) from None
-    except OSError as exc:
-        raise SetupError(
-            step, f"cannot read the binding {files.binding}: {exc.strerror}", remedy
-        ) from None
+        )
     older: dict[object, type[BindingV1]] = {1: BindingV1, 2: BindingV2}
     version = format_version(data)
     if version in older:

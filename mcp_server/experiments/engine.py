@@ -19,6 +19,7 @@ from mcp_server.environment.records import InstallRecord, RecordStore
 from mcp_server.environment.target import TargetEnv
 from mcp_server.errors import ExitCode, Fix, SetupError
 from mcp_server.experiments.binding import Binding
+from mcp_server.fsutil import open_log
 from mcp_server.procwait import wait_exit
 
 STATUS_TIMEOUT_S = 60.0
@@ -92,7 +93,8 @@ def _engine_env(prefix: Path, interpreter: Path) -> dict[str, str]:
 
 
 def spawn(argv: list[str], env: TargetEnv, log_path: Path, lock_fd: int) -> subprocess.Popen[bytes]:
-    with log_path.open("ab") as log:
+    log = open_log(log_path)  # never through a link planted at the attempt's log name
+    try:
         return subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,
@@ -102,6 +104,8 @@ def spawn(argv: list[str], env: TargetEnv, log_path: Path, lock_fd: int) -> subp
             pass_fds=(lock_fd,),
             start_new_session=True,
         )
+    finally:
+        os.close(log)
 
 
 def engine_plan(

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mcp_server.errors import ExitCode, Fix, SetupError
+from mcp_server.fsutil import open_lock, open_state
 from mcp_server.values import ExperimentId
 
 SIDECAR = ".automl-setup"
@@ -77,7 +78,7 @@ def status_fix(files: ExperimentFiles) -> Fix:
 def controller_lock(files: ExperimentFiles) -> Iterator[int]:
     """The per-experiment lock; its fd is handed to the engine process, which keeps it held
     for as long as it lives (a killed engine frees it)."""
-    fd = os.open(files.lock, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = open_lock(files.lock)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -95,7 +96,7 @@ def controller_lock(files: ExperimentFiles) -> Iterator[int]:
 def lock_is_held(files: ExperimentFiles) -> bool:
     if not files.lock.exists():
         return False
-    fd = os.open(files.lock, os.O_RDONLY)
+    fd = open_state(files.lock, os.O_RDONLY, step="lock")
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

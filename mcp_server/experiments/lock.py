@@ -21,7 +21,7 @@ from mcp_server.environment.wheelstore import WheelStore
 from mcp_server.errors import SetupError
 from mcp_server.experiments.binding import Binding, read_binding
 from mcp_server.experiments.files import ExperimentFiles, require_experiment
-from mcp_server.fsutil import create_new_or_same
+from mcp_server.fsutil import atomic_write_bytes, create_new_or_same
 from mcp_server.requests import Request
 from mcp_server.scratch import scratch_dir
 from mcp_server.source.build import uv_binary
@@ -61,8 +61,10 @@ def _compile(binding: Binding, wheel: Path, work: Path) -> str:
     engine = binding.engine
     requirements, overrides = work / "requirements.in", work / "overrides.txt"
     extras = f"[{','.join(engine.extras)}]" if engine.extras else ""
-    requirements.write_text(f"{engine.build.distribution}{extras} @ {wheel.as_uri()}\n", "utf-8")
-    overrides.write_text("".join(f"{o}\n" for o in overrides_for(engine.closure)), "utf-8")
+    atomic_write_bytes(
+        requirements, f"{engine.build.distribution}{extras} @ {wheel.as_uri()}\n".encode()
+    )
+    atomic_write_bytes(overrides, "".join(f"{o}\n" for o in overrides_for(engine.closure)).encode())
     python = ".".join(engine.environment.python_version.split(".")[:2])
     argv = [
         uv_binary(), "pip", "compile", "--quiet", "--no-header", "--format", "pylock.toml",

@@ -23,6 +23,7 @@ from mcp_server.experiments.files import (
     require_experiment,
     status_fix,
 )
+from mcp_server.fsutil import open_reader
 from mcp_server.redact import redact_text
 from mcp_server.requests import LogsQuery
 
@@ -56,7 +57,7 @@ def attempt_log(files: ExperimentFiles, attempt: int) -> tuple[Path, int, str]:
     """Path, size and bounded tail of attempt `attempt`'s log."""
     path = files.log(attempt)
     try:
-        with path.open("rb") as log:
+        with open_reader(path) as log:
             size = log.seek(0, os.SEEK_END)
             log.seek(max(0, size - LOG_TAIL_BYTES))
             data = log.read(LOG_TAIL_BYTES)
@@ -137,7 +138,7 @@ def follow_log(
     controller lock any more and the log has been read to its end."""
     assert tail.attempt is not None
     offset = tail.size_bytes
-    with Path(tail.path).open("rb") as log:
+    with open_reader(Path(tail.path)) as log:
         while True:
             running = lock_is_held(files)  # before reading: the last bytes come before exit
             log.seek(offset)

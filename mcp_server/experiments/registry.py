@@ -16,7 +16,7 @@ from mcp_server.errors import SetupError
 from mcp_server.experiments.binding import read_binding
 from mcp_server.experiments.engine import engine_status
 from mcp_server.experiments.files import ExperimentFiles
-from mcp_server.fsutil import atomic_write_bytes
+from mcp_server.fsutil import atomic_write_bytes, read_file
 from mcp_server.persisted import Persisted, load_persisted
 from mcp_server.values import ExperimentId
 
@@ -62,10 +62,13 @@ def registered_experiments(state_dir: Path) -> list[RegisteredExperiment | Bound
     out: list[RegisteredExperiment | BoundExperiment] = []
     for path in sorted((state_dir / "experiments").glob("*.json")):
         try:
+            data = read_file(path)  # a link or another's file: unreadable, so still bound
+            if data is None:
+                continue  # removed meanwhile
             out.append(
                 load_persisted(
                     RegisteredExperiment,
-                    path.read_bytes(),
+                    data,
                     what="registry entry",
                     path=path,
                     remedy="restore it from a backup",
@@ -73,9 +76,6 @@ def registered_experiments(state_dir: Path) -> list[RegisteredExperiment | Bound
             )
         except SetupError as exc:
             out.append(BoundExperiment(path.stem, f"registry entry unreadable: {exc.cause}"))
-        except OSError as exc:
-            why = f"registry entry unreadable: cannot read {path}: {exc.strerror}"
-            out.append(BoundExperiment(path.stem, why))
     return out
 
 

@@ -29,7 +29,7 @@ from mcp_server.environment.records import utc_now
 from mcp_server.errors import SetupError
 from mcp_server.experiments.binding import read_binding
 from mcp_server.experiments.files import SIDECAR, ExperimentFiles, require_experiment
-from mcp_server.fsutil import atomic_write_bytes, io_failure, read_file
+from mcp_server.fsutil import atomic_write_bytes, io_failure, read_file, state_dir
 from mcp_server.persisted import Persisted, load_persisted
 from mcp_server.requests import Request
 from mcp_server.slurm.scheduler import query_jobs
@@ -105,16 +105,9 @@ def require_usable_storage(directory: Path, step: str) -> None:
 def registry_lock(workspace: Path, step: str) -> Iterator[None]:
     """Exclusive flock of the sidecar directory (blocking: registrations and ticks are short,
     and a second watcher must wait for the first one's receipts, not repeat them)."""
-    directory = sidecar(workspace)
-    try:
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError as exc:
-        raise io_failure(step, directory, exc) from None
-    try:
+    with state_dir(sidecar(workspace), step=step) as fd:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
-    finally:
-        os.close(fd)
 
 
 def read_registry(workspace: Path) -> JobRegistry:

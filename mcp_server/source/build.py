@@ -23,6 +23,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from mcp_server.errors import SetupError
+from mcp_server.fsutil import open_log
 from mcp_server.procwait import wait_exit
 from mcp_server.redact import redact_text
 from mcp_server.source.profile import EngineProfile, confusable_note
@@ -172,7 +173,7 @@ def run_logged(
     # Popen and wait_exit rather than subprocess.run(timeout=...): that one notices the exit
     # up to 50 ms late (procwait.py), twice per install.
     with (
-        log_path.open("ab") as log,
+        os.fdopen(open_log(log_path), "ab") as log,
         subprocess.Popen(
             argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=cwd
         ) as proc,

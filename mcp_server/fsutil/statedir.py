@@ -1,0 +1,220 @@
+"""The rules of every state access (see the package's docstring): a state folder reached from
+its edge without following links, a state file opened through its folder's descriptor with
+`O_NOFOLLOW`, untrusted state refused; and the plain opens and reads built on them."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+from mcp_server.errors import SetupError
+
+IO_REMEDY = (
+    "check the path: permissions, free disk space, a read-only file system, an immutable "
+    "attribute (lsattr), or a file or directory where the other is expected; then run the "
+    "command again"
+)
+
+
+def io_failure(step: str, path: Path, exc: OSError) -> SetupError:
+    """An OSError as a refusal naming the path and the system's own words for the cause."""
+    # Opened through a folder's descriptor, the system names the file by its name alone.
+    named = exc.filename not in (None, str(path), path.name) and not isinstance(exc.filename, int)
+    other = f" ({exc.filename})" if named else ""
+    return SetupError(step, f"cannot {step} {path}{other}: {exc.strerror or exc}", IO_REMEDY)
+
+
+STATE_DIR_NAME = ".automl-setup"
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def link_refusal(step: str, path: Path) -> SetupError:
+    try:
+        target = str(path.readlink())
+    except OSError:
+        target = "?"
+    return SetupError(
+        step,
+        f"{path} is a symbolic link (to {target}): automl-setup never reads or writes its state "
+        "through a link; nothing was written",
+        f"remove the link {path} (whoever can write into {path.parent} may have planted it), "
+        "then run the command again; to keep state elsewhere, point the workspace, environment "
+        "or store itself there",
+    )
+
+
+def check_trusted(st: os.stat_result, parent: os.stat_result, path: Path, step: str) -> None:
+    """Refuse state others could have rewritten: writable by everyone, or owned by someone
+    other than this user, root or the owner of its directory."""
+    kind = "directory" if stat.S_ISDIR(st.st_mode) else "file"
+    # A sticky world-writable directory (/tmp) lets nobody replace another's entries.
+    if st.st_mode & stat.S_IWOTH and not (kind == "directory" and st.st_mode & stat.S_ISVTX):
+        raise SetupError(
+            step,
+            f"the state {kind} {path} is writable by everyone (mode {stat.S_IMODE(st.st_mode):o})"
+            ": anyone could have replaced what automl-setup reads there; nothing was written",
+            f"check it, then `chmod o-w {path}` (group-writable is fine for a shared workspace)",
+        )
+    if st.st_uid not in (os.geteuid(), 0, parent.st_uid):
+        raise SetupError(
+            step,
+            f"the state {kind} {path} belongs to uid {st.st_uid}, not to this user (uid "
+            f"{os.geteuid()}) nor to the owner of {path.parent} (uid {parent.st_uid}); nothing "
+            "was written",
+            "check who made it and why; move it aside, then run the command again",
+        )
+
+
+def _edge_and_parts(path: Path, edge: Path | None) -> tuple[Path, tuple[str, ...]]:
+    if edge is not None:
+        return edge, path.relative_to(edge).parts
+    parts = path.parts
+    first = parts.index(STATE_DIR_NAME) if STATE_DIR_NAME in parts else len(parts) - 1
+    return Path(*parts[:first]), parts[first:]
+
+
+def open_dir(path: Path, *, step: str, create: bool = False, edge: Path | None = None) -> int:
+    """A descriptor of the state directory `path` (see the module's docstring); `create` makes
+    missing components. FileNotFoundError when it is missing and not to be created."""
+    edge, parts = _edge_and_parts(Path(os.path.normpath(path.absolute())), edge)
+    try:
+        fd = os.open(edge, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        if not create:
+            raise
+        edge.mkdir(parents=True, exist_ok=True)
+        fd = os.open(edge, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    here = edge
+    try:
+        for name in parts:
+            here = here / name
+            try:
+                child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            except FileNotFoundError:
+                if not create:
+                    raise
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(name, 0o777, dir_fd=fd)  # the umask decides the mode
+                child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR) and here.is_symlink():
+                    raise link_refusal(step, here) from None
+                raise
+            try:
+                check_trusted(os.fstat(child), os.fstat(fd), here, step)
+            except BaseException:
+                os.close(child)
+                raise
+            os.close(fd)
+            fd = child
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+@contextlib.contextmanager
+def state_dir(
+    path: Path, *, step: str, create: bool = False, edge: Path | None = None
+) -> Iterator[int]:
+    """`open_dir` for the duration; any OSError is a refusal naming the path."""
+    try:
+        fd = open_dir(path, step=step, create=create, edge=edge)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise io_failure(step, path, exc) from None
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def open_at(dir_fd: int, path: Path, flags: int, *, step: str, mode: int = 0o644) -> int:
+    """Open the file `path.name` in the directory `dir_fd` without following a link; an
+    existing file must be trusted (`check_trusted`)."""
+    try:
+        fd = os.open(path.name, flags | NOFOLLOW, mode, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.EEXIST) and is_link_at(dir_fd, path.name):
+            raise link_refusal(step, path) from None
+        raise
+    try:
+        found = os.fstat(fd)
+        if stat.S_ISDIR(found.st_mode):  # a folder where the file belongs
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        check_trusted(found, os.fstat(dir_fd), path, step)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def is_link_at(dir_fd: int, name: str) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
+def open_state(
+    path: Path, flags: int, *, step: str, create_dirs: bool = False, edge: Path | None = None
+) -> int:
+    """A descriptor of the state file `path`, opened with `flags` by the rules above."""
+    try:
+        with state_dir(path.parent, step=step, create=create_dirs, edge=edge) as dir_fd:
+            return open_at(dir_fd, path, flags, step=step)
+    except (FileNotFoundError, FileExistsError):
+        raise
+    except OSError as exc:
+        raise io_failure(step, path, exc) from None
+
+
+def open_log(path: Path) -> int:
+    """The append descriptor of a log automl-setup writes (or hands to the engine)."""
+    return open_state(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, step="open log")
+
+
+def open_reader(path: Path, *, edge: Path | None = None) -> IO[bytes]:
+    """A binary reader of a state file (a log, a ledger, a stored wheel), by the rules above."""
+    return os.fdopen(open_state(path, os.O_RDONLY, step="read", edge=edge), "rb")
+
+
+def new_directory(path: Path) -> None:
+    """Create a directory (and its parents) that must not exist yet: FileExistsError if it
+    does (callers tell "taken" from "broken" by it), any other failure is a refusal."""
+    try:
+        with state_dir(path.parent, step="create", create=True) as dir_fd:
+            os.mkdir(path.name, 0o777, dir_fd=dir_fd)
+    except FileExistsError:
+        raise
+    except OSError as exc:
+        raise io_failure("create", path, exc) from None
+
+
+def ensure_directory(path: Path, *, edge: Path | None = None) -> None:
+    """Make the state directory `path` and its missing parents, by the rules above."""
+    try:
+        os.close(open_dir(path, step="create", create=True, edge=edge))
+    except OSError as exc:
+        raise io_failure("create", path, exc) from None
+
+
+def read_file(path: Path, *, edge: Path | None = None) -> bytes | None:
+    """The bytes of a state file, None if there is none; any other failure (a link, a
+    directory, unreadable, untrusted) is a refusal."""
+    try:
+        fd = open_state(path, os.O_RDONLY, step="read", edge=edge)
+    except FileNotFoundError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        try:
+            return handle.read()
+        except OSError as exc:
+            raise io_failure("read", path, exc) from None
