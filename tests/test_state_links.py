@@ -144,6 +144,10 @@ def test_state_owned_by_someone_else_is_refused(state: Path) -> None:
         fsutil.atomic_write_bytes(path, b"[]\n")
     assert "belongs to uid 4242" in refused.value.cause
     assert path.read_bytes() == b"{}\n"
+    # A team's folder: group-writable, and the entry in the folder's group (a member's).
+    state.chmod(0o775)
+    os.chown(path, 4242, state.stat().st_gid)
+    assert fsutil.read_file(path) == b"{}\n"
 
 
 def test_a_link_in_the_wheel_store_is_refused(tmp_path: Path) -> None:

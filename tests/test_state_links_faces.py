@@ -1,9 +1,10 @@
 """Planted links in real state, through both faces: the install history, the next attempt's
 log (its name is predictable), the attempts ledger, the binding, the controller lock, the
-environment's registry entry, the install record and a report's output, each replaced by a
-link to a victim outside that holds a valid file of that kind. Every command that would write
-or read it is refused naming the link, the victim stays byte-identical, the engine stays
-installed. Real installs, engine processes and the MCP SDK client."""
+environment's registry entry, the install record, a report and the SLURM watcher's registry,
+each replaced by a link to a victim outside that holds a valid file of that kind. Every
+command that would write or read it is refused naming the link, the victim stays
+byte-identical, the engine stays installed. Real installs, engine processes and the MCP SDK
+client."""
 
 from __future__ import annotations
 
@@ -13,11 +14,13 @@ from pathlib import Path
 import anyio
 import pytest
 import test_mcp_support as support
-from conftest import profile_args, run_cli
+from conftest import env_snapshot, make_venv, profile_args, run_cli
 from mcp import Client
 from test_experiments import Reaper, make_interrupted, subreaper
 
+from mcp_server.environment.wheelstore import STORE_ENV
 from mcp_server.faces.server import server
+from mcp_server.slurm.registry import JobRegistry
 from mcp_server.source.sourcerepo import SourceRepository
 
 pytestmark = pytest.mark.slow
@@ -38,7 +41,7 @@ def replace_by_link(path: Path, outside: Path) -> Path:
     return victim
 
 
-async def mcp_call(tool: str, args: dict[str, str]) -> str:
+async def mcp_call(tool: str, args: dict[str, object]) -> str:
     async with Client(server) as client:
         return support.error_text(await client.call_tool(tool, args), tool)
 
@@ -115,3 +118,35 @@ def test_planted_links_are_refused_by_both_faces_and_change_nothing(
     again = run_cli(*report)
     assert again.code == 1 and f"{page} is a symbolic link (to {victim})" in again.stderr
     assert victim.read_bytes() == content
+
+    # The SLURM watcher's registry, which every tick reads under its lock (its receipts
+    # ledger is a numbered append: test_state_links.py).
+    planted = exp.workspace / ".automl-setup" / "slurm-jobs.json"
+    planted.write_text(JobRegistry().model_dump_json(indent=2) + "\n")
+    victim = replace_by_link(planted, outside)
+    before = victim.read_bytes()
+    ticked = run_cli("slurm", "watch", "--workspace", str(exp.workspace), "--once")
+    assert ticked.code != 0 and f"{planted} is a symbolic link" in ticked.output
+    told = anyio.run(mcp_call, "watch_slurm", {"workspace": str(exp.workspace)})
+    assert f"{planted} is a symbolic link" in told
+    assert victim.read_bytes() == before
+
+
+def test_a_linked_wheel_store_folder_is_refused_by_both_faces(
+    tmp_path: Path, source_repo: SourceRepository, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = tmp_path / "store"
+    store.mkdir()
+    elsewhere = tmp_path / "outside"
+    elsewhere.mkdir()
+    (store / "wheels").symlink_to(elsewhere)  # its entries would land outside the store
+    monkeypatch.setenv(STORE_ENV, str(store))
+    env = make_venv(tmp_path / "env")
+    before = env_snapshot(env)
+    cli = run_cli("install", "--branch", "main", "--python", str(env), *profile_args(source_repo))
+    assert cli.code == 1 and f"{store / 'wheels'} is a symbolic link (to {elsewhere})" in (
+        cli.stderr
+    )
+    args = {"branch": "main", "python": str(env), "profile": support.engine_args(source_repo)}
+    assert f"{store / 'wheels'} is a symbolic link" in anyio.run(mcp_call, "install_engine", args)
+    assert list(elsewhere.iterdir()) == [] and env_snapshot(env) == before

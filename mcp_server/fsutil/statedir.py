@@ -61,12 +61,14 @@ def check_trusted(st: os.stat_result, parent: os.stat_result, path: Path, step: 
             ": anyone could have replaced what automl-setup reads there; nothing was written",
             f"check it, then `chmod o-w {path}` (group-writable is fine for a shared workspace)",
         )
-    if st.st_uid not in (os.geteuid(), 0, parent.st_uid):
+    # In a team's group-writable folder, a member's entry of the folder's group is expected.
+    team = parent.st_mode & stat.S_IWGRP and st.st_gid == parent.st_gid
+    if st.st_uid not in (os.geteuid(), 0, parent.st_uid) and not team:
         raise SetupError(
             step,
             f"the state {kind} {path} belongs to uid {st.st_uid}, not to this user (uid "
-            f"{os.geteuid()}) nor to the owner of {path.parent} (uid {parent.st_uid}); nothing "
-            "was written",
+            f"{os.geteuid()}) nor to the owner of {path.parent} (uid {parent.st_uid}), and that "
+            "folder is not a team's (group-writable, the same group); nothing was written",
             "check who made it and why; move it aside, then run the command again",
         )
 
