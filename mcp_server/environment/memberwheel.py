@@ -57,7 +57,13 @@ def keep_members(
         member = closure[name]
         dist_info = dist_info_dir(site, name)
         if dist_info is None or member.record_sha256 is None:
-            raise _refused(Path(name), f"{name} is not installed in {prefix} with a RECORD")
+            raise SetupError(
+                STEP,
+                f"cannot keep {name} in the wheel store: it is not installed in {prefix} with a "
+                "RECORD; nothing more was stored",
+                "keep it from an environment that holds the bound closure (`automl-setup "
+                "recreate` makes one)",
+            )
         wheel = pack_installed(dist_info, prefix, work)
         packed = PackedMember(
             record_sha256=member.record_sha256,

@@ -21,10 +21,9 @@ from mcp_server.environment.probe import (
     run_checked,
 )
 from mcp_server.errors import ExitCode, InvalidInput, SetupError
-from mcp_server.fsutil import open_state
+from mcp_server.fsutil import STATE_DIR_NAME, open_state
 from mcp_server.values import TargetPath
 
-STATE_DIR_NAME = ".automl-setup"
 LOCK_NAME = "lock"  # <state dir>/lock: the environment lock (RecordStore.lock_path)
 
 

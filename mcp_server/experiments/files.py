@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mcp_server.errors import ExitCode, Fix, SetupError
-from mcp_server.fsutil import open_lock, open_state
+from mcp_server.fsutil import STATE_DIR_NAME, open_lock, open_state
 from mcp_server.values import ExperimentId
 
-SIDECAR = ".automl-setup"
+SIDECAR = STATE_DIR_NAME  # the workspace's state folder
 
 
 @dataclass(frozen=True)

@@ -90,9 +90,9 @@ def run_store(request: StoreRequest) -> StoreReport:
     keep = _bound_wheels(request.keep_bound) if request.action == "gc" else _Bound()
     entries = []
     for sha in store.digests():
-        report = _entry(store, sha)
-        if request.action == "gc" and report.state == "ok":
-            if keep.holds(store.check(sha).entry):
+        entry, report = _entry(store, sha)
+        if request.action == "gc" and entry is not None:
+            if keep.holds(entry):
                 report = report.model_copy(update={"state": "kept"})
             else:
                 store.remove(sha)
@@ -101,13 +101,13 @@ def run_store(request: StoreRequest) -> StoreReport:
     return StoreReport(root=str(store.root), action=request.action, entries=entries)
 
 
-def _entry(store: WheelStore, sha: str) -> StoreEntryReport:
-    """One entry, checked (a damaged one is reported, and gc leaves it for a person)."""
+def _entry(store: WheelStore, sha: str) -> tuple[WheelEntry | None, StoreEntryReport]:
+    """One entry, checked once (a damaged one is reported, and gc leaves it for a person)."""
     try:
         entry = store.check(sha).entry
     except SetupError as exc:
-        return StoreEntryReport(sha256=sha, state="damaged", problem=exc.cause)
-    return _report(entry, "ok")
+        return None, StoreEntryReport(sha256=sha, state="damaged", problem=exc.cause)
+    return entry, _report(entry, "ok")
 
 
 def _report(entry: WheelEntry, state: Literal["ok", "added"]) -> StoreEntryReport:

@@ -11,9 +11,10 @@ others could have rewritten:
   component at a time with `O_DIRECTORY | O_NOFOLLOW`: every component from the first
   `.automl-setup` on (or the last one, for a state folder of another name). A link found on
   the way is refused, naming it and where it points; nothing is written or read through it.
-- A state directory or file writable by everyone, or owned by someone other than this user,
-  root or the owner of its directory, is refused (as ssh's StrictModes treats `~/.ssh`); a
-  group-writable shared workspace is fine. New directories get the umask's mode.
+- A state directory or file writable by everyone (a sticky folder such as /tmp aside), or owned
+  by someone other than this user, root or the owner of its directory, is refused (as ssh's
+  StrictModes treats `~/.ssh`), unless that directory is a team's: group-writable, the entry
+  in its group. New directories get the umask's mode.
 - Temporary files are created exclusively under an unpredictable name in the target's own
   directory, fsynced, renamed into place, and the directory fsynced.
 """
@@ -25,7 +26,6 @@ from mcp_server.fsutil.files import (
     copy_new_at,
     create_new_or_same,
     exclusive_create,
-    fsync_path,
     locked_directory,
     probe_writable,
     write_new_at,
@@ -43,17 +43,9 @@ from mcp_server.fsutil.locks import (
     shared_lock,
 )
 from mcp_server.fsutil.statedir import (
-    IO_REMEDY,
-    NOFOLLOW,
     STATE_DIR_NAME,
-    check_trusted,
-    ensure_directory,
     io_failure,
-    is_link_at,
-    link_refusal,
     new_directory,
-    open_at,
-    open_dir,
     open_log,
     open_reader,
     open_state,
@@ -62,28 +54,19 @@ from mcp_server.fsutil.statedir import (
 )
 
 __all__ = [
-    "IO_REMEDY",
-    "NOFOLLOW",
     "STATE_DIR_NAME",
     "JsonLines",
     "append_json_line",
     "atomic_write_bytes",
-    "check_trusted",
     "copy_new_at",
     "create_new_or_same",
-    "ensure_directory",
     "exclusive_create",
     "exclusive_holder",
     "exclusive_lock",
-    "fsync_path",
     "io_failure",
-    "is_link_at",
-    "link_refusal",
     "locked_directory",
     "new_directory",
     "numbered_append",
-    "open_at",
-    "open_dir",
     "open_lock",
     "open_log",
     "open_reader",

@@ -28,11 +28,13 @@ def append_json_line(path: Path, entry: dict[str, Any]) -> None:
             fd = open_at(dir_fd, path, os.O_RDWR | os.O_CREAT | os.O_APPEND, step=step)
             try:
                 _refuse_torn_tail(fd, path)
+                is_new = os.fstat(fd).st_size == 0
                 os.write(fd, line)
                 os.fsync(fd)
             finally:
                 os.close(fd)
-            os.fsync(dir_fd)  # a new file's name durable too
+            if is_new:  # its name durable too
+                os.fsync(dir_fd)
         except OSError as exc:
             raise io_failure(step, path, exc) from None
 
@@ -99,12 +101,12 @@ def numbered_append(
     unique and dense under concurrency and cost nothing on a long ledger. A torn last line
     refuses: appending after it would glue two entries into one corrupt line."""
     fd = open_state(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, step="append to", create_dirs=True)
-    is_new = os.fstat(fd).st_size == 0
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             _refuse_torn_tail(fd, path)
             size = os.fstat(fd).st_size
+            is_new = size == 0
             number = 1
             if size:
                 last = _last_line(fd, size)

@@ -42,7 +42,7 @@ def link_refusal(step: str, path: Path) -> SetupError:
     return SetupError(
         step,
         f"{path} is a symbolic link (to {target}): automl-setup never reads or writes its state "
-        "through a link; nothing was written",
+        "through a link; nothing was read or written through it",
         f"remove the link {path} (whoever can write into {path.parent} may have planted it), "
         "then run the command again; to keep state elsewhere, point the workspace, environment "
         "or store itself there",
@@ -50,8 +50,9 @@ def link_refusal(step: str, path: Path) -> SetupError:
 
 
 def check_trusted(st: os.stat_result, parent: os.stat_result, path: Path, step: str) -> None:
-    """Refuse state others could have rewritten: writable by everyone, or owned by someone
-    other than this user, root or the owner of its directory."""
+    """Refuse state others could have rewritten: writable by everyone (a sticky folder aside),
+    or owned by someone other than this user, root or the owner of its directory, unless that
+    directory is a team's (group-writable, the entry in its group)."""
     kind = "directory" if stat.S_ISDIR(st.st_mode) else "file"
     # A sticky world-writable directory (/tmp) lets nobody replace another's entries.
     if st.st_mode & stat.S_IWOTH and not (kind == "directory" and st.st_mode & stat.S_ISVTX):
@@ -196,14 +197,6 @@ def new_directory(path: Path) -> None:
             os.mkdir(path.name, 0o777, dir_fd=dir_fd)
     except FileExistsError:
         raise
-    except OSError as exc:
-        raise io_failure("create", path, exc) from None
-
-
-def ensure_directory(path: Path, *, edge: Path | None = None) -> None:
-    """Make the state directory `path` and its missing parents, by the rules above."""
-    try:
-        os.close(open_dir(path, step="create", create=True, edge=edge))
     except OSError as exc:
         raise io_failure("create", path, exc) from None
 
