@@ -27,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mcp_server.operations import OPERATIONS  # one tool per operation
+from mcp_server.faces.registry import ROWS  # one tool per operation
 
 BIN = Path(sys.executable).parent
 SERVER = [str(BIN / "automl-setup-mcp")]
@@ -94,7 +94,7 @@ class Peer:
             self.proc.stdout.close()
 
 
-def cold_start(argv: list[str] = SERVER, tools: int = len(OPERATIONS)) -> float:
+def cold_start(argv: list[str] = SERVER, tools: int = len(ROWS)) -> float:
     started = time.perf_counter()
     peer = Peer(argv)
     peer.initialize()
@@ -190,7 +190,7 @@ def main() -> None:
         first, second = (SERVER, HELLO_WORLD) if index % 2 == 0 else (HELLO_WORLD, SERVER)
         for argv in (first, second):
             times = cold_times if argv is SERVER else hello_times
-            times.append(cold_start(argv, len(OPERATIONS) if argv is SERVER else 1))
+            times.append(cold_start(argv, len(ROWS) if argv is SERVER else 1))
         for label, modules in parts.items():
             part_times[label].append(import_time(modules))
     cold = summary("automl-setup-mcp", cold_times)

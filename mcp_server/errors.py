@@ -23,7 +23,7 @@ class ExitCode(IntEnum):
 
 @dataclass(frozen=True)
 class Fix:
-    """A remedy that is a call of one operation: its command (`operations.OPERATIONS`) and
+    """A remedy that is a call of one operation: its command (a row of `faces/registry.py`) and
     arguments by request field name, in order (True: a flag; False or None: left out). Each
     face names it its own way: the command line as a command, the MCP face as a tool call."""
 

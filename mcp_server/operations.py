@@ -1,23 +1,20 @@
 """The operations: one function per thing a person or an agent can ask, each taking its request
 model (`mcp_server.requests`) and returning a result model. Both faces call exactly these (the
-CLI command and the MCP tool listed in `OPERATIONS`), so what an operation means is decided here
-once: the install guard (transition rule 2) is wired in, `verify` adds the diagnosis when nothing is
-installed and compares with an experiment's binding when asked.
+CLI command and the MCP tool of its row in `faces/registry.py`), so what an operation means is
+decided here once: the install guard (transition rule 2) is wired in, `verify` adds the
+diagnosis when nothing is installed and compares with an experiment's binding when asked.
+Operations of other areas live in their area (`experiments/control.py`, `slurm/submit.py`, ...).
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable
-from dataclasses import dataclass
-from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 # Only what the result models below are made of: a command imports the area it runs when it
-# runs it (the functions below, and `Operation.run`), so `launch` never imports slurm, the
+# runs it (the functions below, and the registry's rows), so `launch` never imports slurm, the
 # report or the installer (bench/README.md: ~130 ms of every command's start).
 from mcp_server.environment.diagnose import Diagnosis
 from mcp_server.environment.records import FieldDiff, HistoryEntry
@@ -32,7 +29,6 @@ from mcp_server.requests import (
     ListQuery,
     ProvenanceQuery,
     RepairRequest,
-    Request,
     ResolveRequest,
     ResumeRequest,
     StatusQuery,
@@ -231,148 +227,3 @@ def list_experiments(query: ListQuery) -> ExperimentListing:
     from mcp_server.experiments import status as statuses
 
     return statuses.list_experiments(query)
-
-
-# --------------------------------------------------------------------------------------------
-# The table both faces are checked against
-
-
-@dataclass(frozen=True)
-class Operation:
-    """One operation: its function and request, the CLI command and the MCP tool that call it
-    (the tool's name is the command's name plus what it acts on), and where a face's fields
-    differ from the request's, why. An operation of another area is named `"module:name"`
-    (its function and request model alike) and imported on first use, so that a command
-    imports only what it runs."""
-
-    function: Callable[..., BaseModel] | str
-    model: type[Request] | str
-    command: str
-    tool: str
-    cli_only: frozenset[str] = frozenset()
-    mcp_only: frozenset[str] = frozenset()
-    why: str = ""
-
-    @cached_property
-    def run(self) -> Callable[..., BaseModel]:
-        found: Callable[..., BaseModel] = load_named(self.function)
-        return found
-
-    @cached_property
-    def request(self) -> type[Request]:
-        found: type[Request] = load_named(self.model)
-        return found
-
-
-def load_named(target: Any) -> Any:
-    """`target` itself, or the object a `"module:name"` string names (imported now)."""
-    if not isinstance(target, str):
-        return target
-    module, _, name = target.partition(":")
-    return getattr(importlib.import_module(module), name)
-
-
-OPERATIONS: tuple[Operation, ...] = (
-    Operation(resolve, ResolveRequest, "resolve", "resolve_branch"),
-    Operation(branches, BranchesQuery, "branches", "list_branches"),
-    Operation(
-        install,
-        InstallRequest,
-        "install",
-        "install_engine",
-        why="with neither branch nor commit, the command line installs main (its documented "
-        "default) while the MCP tool asks the user: an agent never picks a branch",
-    ),
-    Operation(verify, ProvenanceQuery, "verify", "verify_engine"),
-    Operation(diagnose, DiagnoseQuery, "diagnose", "diagnose_engine"),
-    Operation(repair, RepairRequest, "repair", "repair_engine"),
-    Operation(history, HistoryQuery, "history", "history_engine"),
-    Operation(
-        launch,
-        LaunchRequest,
-        "launch",
-        "launch_experiment",
-        cli_only=frozenset({"detach"}),
-        why="an MCP call always returns at once (detached); the command line can wait",
-    ),
-    Operation(
-        resume,
-        ResumeRequest,
-        "resume",
-        "resume_experiment",
-        cli_only=frozenset({"detach"}),
-        why="an MCP call always returns at once (detached); the command line can wait",
-    ),
-    Operation(status, StatusQuery, "status", "status_experiment"),
-    Operation(list_experiments, ListQuery, "list", "list_experiments"),
-    Operation(
-        "mcp_server.experiments.control:stop_experiment",
-        "mcp_server.requests:StopRequest",
-        "stop",
-        "stop_experiment",
-    ),
-    Operation(
-        "mcp_server.experiments.logs:experiment_log",
-        "mcp_server.requests:LogsQuery",
-        "logs",
-        "logs_experiment",
-        cli_only=frozenset({"follow"}),
-        why="an MCP call returns the tail once; the command line can keep printing the log",
-    ),
-    Operation(
-        "mcp_server.report.build:make_report",
-        "mcp_server.requests:ReportQuery",
-        "report",
-        "report_experiment",
-    ),
-    Operation(
-        "mcp_server.experiments.storeops:run_store",
-        "mcp_server.experiments.storeops:StoreRequest",
-        "store",
-        "store_wheels",
-    ),
-    Operation(
-        "mcp_server.experiments.recreate:recreate_engine",
-        "mcp_server.experiments.recreate:RecreateRequest",
-        "recreate",
-        "recreate_engine",
-    ),
-    Operation(
-        "mcp_server.experiments.lock:lock_experiment",
-        "mcp_server.experiments.lock:LockQuery",
-        "lock",
-        "lock_experiment",
-    ),
-    Operation(
-        "mcp_server.slurm.watch:tick",
-        "mcp_server.slurm.watch:WatchRequest",
-        "slurm watch",
-        "watch_slurm",
-        cli_only=frozenset({"once", "interval"}),
-        why="an MCP call is one tick; the command line can tick every --interval seconds",
-    ),
-    Operation(
-        "mcp_server.slurm.registry:adopt",
-        "mcp_server.slurm.registry:WatchRegisterRequest",
-        "slurm watch register",
-        "register_slurm_watch",
-    ),
-    Operation(
-        "mcp_server.slurm.submit:submit_controller",
-        "mcp_server.slurm.requests:SubmitRequest",
-        "slurm submit",
-        "submit_slurm_job",
-    ),
-    Operation(
-        "mcp_server.slurm.control:slurm_status",
-        "mcp_server.slurm.requests:SlurmStatusQuery",
-        "slurm status",
-        "status_slurm_job",
-    ),
-    Operation(
-        "mcp_server.slurm.control:slurm_cancel",
-        "mcp_server.slurm.requests:CancelRequest",
-        "slurm cancel",
-        "cancel_slurm_job",
-    ),
-)

@@ -24,7 +24,7 @@ from conftest import REPO_ROOT, WheelInstall, checkout_copy, outside_env, snapsh
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from mcp_server.operations import OPERATIONS
+from mcp_server.faces.registry import ROWS
 from mcp_server.source.build import uv_binary
 
 pytestmark = pytest.mark.slow
@@ -215,7 +215,7 @@ def test_the_repository_is_a_claude_code_plugin_and_marketplace(
             async with Client(stdio_client(params, errlog=errlog)) as client:
                 return len((await client.list_tools()).tools)
 
-    assert anyio.run(list_tools) == len(OPERATIONS)
+    assert anyio.run(list_tools) == len(ROWS)
 
 
 def test_the_repository_is_a_codex_plugin_and_marketplace(tmp_path: Path, clients: Clients) -> None:

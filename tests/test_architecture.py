@@ -13,7 +13,7 @@ from mcp.client import Client
 
 from mcp_server.faces.cli import build_parser
 from mcp_server.faces.server import server
-from mcp_server.operations import OPERATIONS
+from mcp_server.faces.registry import ROWS
 
 PACKAGE = Path(__file__).resolve().parent.parent / "mcp_server"
 MAX_LINES = 400
@@ -173,11 +173,11 @@ def cli_fields(parser: argparse.ArgumentParser) -> set[str]:
 
 def test_every_operation_has_one_command_with_the_request_fields() -> None:
     commands = cli_commands()
-    for op in OPERATIONS:
+    for op in ROWS:
         assert op.command in commands, op.command
         expected = set(op.request.model_fields) - op.mcp_only
         assert cli_fields(commands[op.command]) == expected, op.command
-    named = {op.command for op in OPERATIONS}
+    named = {op.command for op in ROWS}
     aliases = {"experiments"}  # the old spelling of `list`, kept
     assert set(commands) - named - aliases == set(CLI_ONLY_COMMANDS)
 
@@ -187,8 +187,8 @@ def test_every_operation_has_one_command_with_the_request_fields() -> None:
 async def test_every_operation_has_one_tool_with_the_request_fields() -> None:
     async with Client(server) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
-    assert set(tools) == {op.tool for op in OPERATIONS}  # no tool that is not an operation
-    for op in OPERATIONS:
+    assert set(tools) == {op.tool for op in ROWS}  # no tool that is not an operation
+    for op in ROWS:
         # A tool is named after its command: its words, and what it acts on (list_branches).
         assert set(op.command.split()) <= set(op.tool.split("_")), op.tool
         fields = set(tools[op.tool].input_schema["properties"])
@@ -197,8 +197,8 @@ async def test_every_operation_has_one_tool_with_the_request_fields() -> None:
 
 
 def test_the_cli_default_branch_is_the_only_face_difference_of_install() -> None:
-    """Documented in OPERATIONS: a person at the command line gets main; an agent is asked."""
-    (install,) = (op for op in OPERATIONS if op.command == "install")
+    """Documented in ROWS: a person at the command line gets main; an agent is asked."""
+    (install,) = (op for op in ROWS if op.command == "install")
     assert "asks the user" in install.why
     args = build_parser().parse_args(["install", "--python", "/x"])
     assert args.branch is None and args.commit is None  # the default is applied by the face

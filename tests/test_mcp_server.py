@@ -27,7 +27,8 @@ from test_mcp_support import (
 )
 
 from mcp_server.environment.install import STEPS
-from mcp_server.faces import mcp_runtime, tools_experiments
+from mcp_server import operations
+from mcp_server.faces import mcp_runtime
 from mcp_server.faces.mcp_inputs import BRANCH_QUESTION
 from mcp_server.faces.mcp_runtime import RedactingFormatter
 from mcp_server.faces.server import server
@@ -576,7 +577,7 @@ async def test_unexpected_exceptions_stay_generic(
     def explode(query: object) -> None:
         raise RuntimeError("internal detail https://user:s3cret@example.com/x")
 
-    monkeypatch.setattr(tools_experiments.operations, "status", explode)
+    monkeypatch.setattr(operations, "status", explode)  # the row loads it at each call
     caplog.set_level(logging.INFO)
     async with Client(server) as client:
         result = await client.call_tool(

@@ -21,7 +21,7 @@ from mcp.types import jsonrpc_message_adapter
 from refengine_helpers import holdable, holding
 
 from mcp_server.environment.install import STEPS
-from mcp_server.operations import OPERATIONS
+from mcp_server.faces.registry import ROWS
 from mcp_server.source.sourcerepo import SourceRepository
 
 pytestmark = pytest.mark.anyio
@@ -149,7 +149,7 @@ async def test_automl_setup_mcp_subcommand_serves_the_modern_protocol(
     progress = support.ProgressLog()
     async with serve([str(BIN / "automl-setup"), "mcp"], wire, "auto", ask) as client:
         tools = (await client.list_tools()).tools
-        assert len(tools) == len(OPERATIONS)  # one tool per operation
+        assert len(tools) == len(ROWS)  # one tool per operation
         args = {"python": str(env), "create_env": True, "profile": support.engine_args(source_repo)}
         out = await support.call_ok(client, "install_engine", args, progress_callback=progress)
         bad = await client.call_tool(
@@ -183,7 +183,7 @@ async def test_the_lists_before_the_first_call_are_the_lists_after_it(tmp_path: 
         tools_after = (await client.list_tools()).tools
         templates_after = (await client.list_resource_templates()).resource_templates
     assert support.error_text(bad, "resolve_branch").startswith("validate branch: 'a..b'")
-    assert len(tools) == len(OPERATIONS) and len(templates) == 6
+    assert len(tools) == len(ROWS) and len(templates) == 6
     assert tools == tools_after and templates == templates_after
 
 
@@ -197,5 +197,5 @@ async def test_committed_mcp_json_starts_the_server(tmp_path: Path) -> None:
     wire = Wire(tmp_path)
     async with serve([str(REPO / entry["command"])], wire, "legacy") as client:
         tools = (await client.list_tools()).tools
-    assert len(tools) == len(OPERATIONS)  # one tool per operation
+    assert len(tools) == len(ROWS)  # one tool per operation
     assert all("result" in m for m in wire.messages())  # initialize and tools/list answers

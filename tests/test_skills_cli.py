@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from mcp_server.operations import OPERATIONS
+from mcp_server.faces.registry import ROWS
 from mcp_server.skills.cli import cli_main
 from mcp_server.skills.sync import check_repository, manifest
 from mcp_server.skills.validate import skill_dirs
@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 # The one table of operations: each MCP tool and the command that does the same thing.
-TOOL_TO_COMMAND = {op.tool: f"automl-setup {op.command}" for op in OPERATIONS}
+TOOL_TO_COMMAND = {op.tool: f"automl-setup {op.command}" for op in ROWS}
 REQUIRED_TOOLS = {
     "automl-setup": {
         "list_branches",

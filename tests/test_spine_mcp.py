@@ -19,7 +19,7 @@ from conftest import run_cli
 from test_mcp_stdio import BIN, Wire, serve
 
 from mcp_server.environment.install import STEPS
-from mcp_server.operations import OPERATIONS
+from mcp_server.faces.registry import ROWS
 from mcp_server.source.sourcerepo import SourceRepository
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -102,7 +102,7 @@ async def test_unknown_arguments_are_refused_by_every_tool(
     wire, env = Wire(tmp_path), tmp_path / "env"
     async with serve(SERVER, wire, "legacy") as client:
         tools = (await client.list_tools()).tools
-        assert len(tools) == len(OPERATIONS)  # one tool per operation
+        assert len(tools) == len(ROWS)  # one tool per operation
         for tool in tools:
             assert tool.input_schema.get("additionalProperties") is False, tool.name
         typo = await client.call_tool(

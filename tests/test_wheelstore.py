@@ -136,6 +136,10 @@ def test_reviewed_wheel_installs_exactly_with_its_origin(world: World) -> None:
         world.cli("verify", "--python", str(target), "--distribution", "automl-refengine").code == 0
     )
     assert engine_marker(target) == "main-1"
+    # The history of a reviewed wheel (no commit) names the wheel; it once crashed slicing None.
+    history = world.cli("history", "--python", str(target))
+    assert history.code == 0, history.output
+    assert f"reviewed wheel {world.bound_sha()[:12]}" in history.stdout, history.stdout
 
 
 STORE_ONCE = """

@@ -8,7 +8,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -24,7 +24,8 @@ from mcp_server.faces import (
     cli_slurm,
     cli_store,
 )
-from mcp_server.faces.cli_base import INTERRUPTED, PIPE_CLOSED, Outcome, add_command
+from mcp_server.faces.cli_base import Outcome, Parser, add_command
+from mcp_server.faces.registry import INTERRUPTED, PIPE_CLOSED
 from mcp_server.redact import redact_text
 
 # Every module that adds operation subcommands (`add_commands`), in --help order. Operations run
@@ -56,20 +57,8 @@ def cmd_demo(args: argparse.Namespace) -> Outcome:
 # Parser
 
 
-class _Parser(argparse.ArgumentParser):
-    """Usage errors as one JSON document on stdout too, when --json was asked for."""
-
-    json_errors = False
-
-    def error(self, message: str) -> NoReturn:
-        if self.json_errors:
-            cause = {"step": "parse arguments", "cause": message, "exit_code": 2}
-            print(json.dumps({"error": {**cause, "remedy": f"see {self.prog} --help"}}))
-        super().error(message)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = Parser(
         prog="automl-setup",
         description="Install an AutoML core engine from source, verified and recorded.",
     )
@@ -136,7 +125,7 @@ def _main(argv: list[str]) -> int:
 
         return cli_main(argv[1:])
     parser = build_parser()
-    _Parser.json_errors = "--json" in argv
+    Parser.json_errors = "--json" in argv
     args = parser.parse_args(argv)
     if args.command == "mcp":
         from mcp_server.faces.server import main as serve

@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from pydantic import BaseModel
 
-from mcp_server.errors import ExitCode, InvalidInput
-from mcp_server.faces import messages
+from mcp_server.errors import InvalidInput
 from mcp_server.faces.cli_progress import CliProgress
+from mcp_server.faces.registry import ALWAYS, COMMON_CODES, ExitCodes, row
 from mcp_server.requests import DEFAULT_BRANCH
 from mcp_server.source.config import effective_profile, project_path
 from mcp_server.source.profile import EngineProfile
@@ -70,9 +71,9 @@ def request_fields(args: argparse.Namespace, model: type[BaseModel]) -> dict[str
 
 
 def run_operation(args: argparse.Namespace) -> Outcome:
-    from mcp_server.operations import OPERATIONS
-
-    (operation,) = (op for op in OPERATIONS if op.command == args.operation)
+    """Build the operation's request from the flags, run it, render it (its row's renderer and
+    exit-code rule)."""
+    operation = row(args.operation)
     request = operation.request(**request_fields(args, operation.request))
     if "progress" in inspect.signature(operation.run).parameters:  # install, launch, resume
         progress = CliProgress(enabled=not args.json and not getattr(args, "detach", False))
@@ -82,24 +83,7 @@ def run_operation(args: argparse.Namespace) -> Outcome:
             progress.close()
     else:
         result = operation.run(request)
-    text = messages.render(args.operation, result)
-    return Outcome(result, text, messages.exit_code(args.operation, result))
-
-
-# What every command's --help lists under "exit codes" (a command adds its own).
-ExitCodes = tuple[tuple[int | str, str], ...]
-EXIT_CODES: ExitCodes = (
-    (ExitCode.OK, "ok"),
-    (ExitCode.REFUSED, "refused, or a step failed (the message names the step and the remedy)"),
-    (ExitCode.INVALID_INPUT, "invalid input"),
-)
-NOTHING_INSTALLED: ExitCodes = ((ExitCode.NOTHING_INSTALLED, "no engine in the environment"),)
-# 128 + the signal, as a shell reports a process the signal ended.
-INTERRUPTED, PIPE_CLOSED = 130, 141
-ALWAYS: ExitCodes = (
-    (INTERRUPTED, "interrupted (Ctrl-C)"),
-    (PIPE_CLOSED, "the output pipe was closed (`| head`): quietly"),
-)
+    return Outcome(result, operation.render(result), operation.exit_code(result))
 
 
 class HelpFormatter(argparse.HelpFormatter):
@@ -118,7 +102,7 @@ class HelpFormatter(argparse.HelpFormatter):
 
 def help_epilog(example: str, codes: ExitCodes) -> str:
     lines = ["example:", *(f"  {line}" for line in example.splitlines()), "", "exit codes:"]
-    lines += [f"  {code!s:<3}  {meaning}" for code, meaning in (*EXIT_CODES, *codes, *ALWAYS)]
+    lines += [f"  {code!s:<3}  {meaning}" for code, meaning in codes]
     return "\n".join(lines)
 
 
@@ -132,25 +116,67 @@ def add_command(
     codes: ExitCodes = (),
     aliases: tuple[str, ...] = (),
 ) -> argparse.ArgumentParser:
-    """A subcommand whose --help has a paragraph (`description`), an example and the exit
-    codes (tests/test_cli_help.py requires them of every subcommand)."""
+    """A subcommand that is not an operation, whose --help has a paragraph (`description`), an
+    example and the exit codes: the common ones, `codes`, those of an interruption
+    (tests/test_cli_help.py requires them of every subcommand)."""
+    every = (*COMMON_CODES, *codes, *ALWAYS)
+    return _parser(sub, name, text, description or text, example, every, aliases)
+
+
+def _parser(
+    sub: Subparsers,
+    name: str,
+    text: str,
+    description: str,
+    example: str | None,
+    codes: ExitCodes,
+    aliases: tuple[str, ...] = (),
+) -> argparse.ArgumentParser:
     p: argparse.ArgumentParser = sub.add_parser(
         name,
         help=text,
         aliases=list(aliases),
-        description=description or text,
+        description=description,
         epilog=help_epilog(example, codes) if example else None,
         formatter_class=HelpFormatter,
     )
     return p
 
 
-def add_operation(sub: Subparsers, name: str, text: str, **help_: Any) -> argparse.ArgumentParser:
-    """The subcommand of operation `name` (`operations.OPERATIONS`), run by `run_operation`;
-    `help_` as for `add_command`."""
-    p = add_command(sub, name, text, **help_)
-    p.set_defaults(handler=run_operation, operation=name)
+def add_operation(
+    sub: Subparsers, command: str, aliases: tuple[str, ...] = ()
+) -> argparse.ArgumentParser:
+    """The subcommand of operation `command` (its row in `faces/registry/` gives the help:
+    summary, paragraph, example and every exit code it can return), run by `run_operation`.
+    A command of words ("slurm submit") is added as its last word under `sub`. The exit codes
+    depend on the request's fields, so the epilog is written when help is asked for
+    (`Parser.format_help`): building the parser imports no request of another area."""
+    op = row(command)
+    name = command.split()[-1]
+    p = _parser(sub, name, op.summary, op.description, None, (), aliases)
+    p.set_defaults(handler=run_operation, operation=command)
+    p.operation = command  # type: ignore[attr-defined]
     return p
+
+
+class Parser(argparse.ArgumentParser):
+    """The command line's parsers: usage errors as one JSON document on stdout too, when
+    --json was asked for; an operation's epilog (example, exit codes) from its row."""
+
+    json_errors = False
+    operation: str | None = None
+
+    def error(self, message: str) -> NoReturn:
+        if self.json_errors:
+            cause = {"step": "parse arguments", "cause": message, "exit_code": 2}
+            print(json.dumps({"error": {**cause, "remedy": f"see {self.prog} --help"}}))
+        super().error(message)
+
+    def format_help(self) -> str:
+        if self.operation is not None and self.epilog is None:
+            op = row(self.operation)
+            self.epilog = help_epilog(op.example, op.exit_codes())
+        return super().format_help()
 
 
 def add_profile_flags(parser: argparse.ArgumentParser) -> None:

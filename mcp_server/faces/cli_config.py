@@ -15,7 +15,7 @@ from mcp_server.faces.cli_base import (
     add_json,
     add_profile_flags,
 )
-from mcp_server.faces.text_source import settings_text
+from mcp_server.faces.render.source import settings_text
 from mcp_server.source.config import effective_settings
 
 

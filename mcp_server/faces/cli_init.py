@@ -16,7 +16,7 @@ def cmd_init(args: argparse.Namespace) -> Outcome:
     # Imported here: the merges (tomlkit) are for this command only, not every command's start.
     from mcp_server.bundle.init import InitRequest, exit_code, project_dir, run_init
     from mcp_server.bundle.targets import check_server_command
-    from mcp_server.faces.text_init import init_text
+    from mcp_server.faces.render.init import init_text
 
     engine = {f: getattr(args, f) for f in ENGINE_FIELDS if getattr(args, f) is not None}
     if engine and "repository" not in engine:

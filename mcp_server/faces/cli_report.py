@@ -6,13 +6,7 @@ from mcp_server.faces.cli_base import WORKSPACE_HELP, Subparsers, add_json, add_
 
 
 def add_commands(sub: Subparsers) -> None:
-    p = add_operation(
-        sub, "report", "write an experiment's self-contained HTML report",
-        description="Write an experiment's report as one self-contained HTML file, from its "
-        "records only: the provenance card of the bound engine, the attempts and the trials "
-        "with their plots (the `report` extra); a new file, named after its content by default.",
-        example="automl-setup report --experiment-id ID --workspace runs --out r.html",
-    )  # fmt: skip
+    p = add_operation(sub, "report")
     p.add_argument("--experiment-id", required=True, help="exact experiment id (no guessing)")
     p.add_argument("--workspace", help=WORKSPACE_HELP)
     p.add_argument(

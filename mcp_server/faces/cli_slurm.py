@@ -18,19 +18,11 @@ from mcp_server.faces.cli_base import (
     Subparsers,
     add_command,
     add_json,
-    run_operation,
+    add_operation,
 )
 from mcp_server.slurm.template import EXIT_IDENTITY
 
 WATCH_MODULE = "mcp_server.faces.cli_slurm_watch"
-
-
-def _operation(
-    slurm_sub: Subparsers, name: str, text: str, description: str, example: str
-) -> argparse.ArgumentParser:
-    p = add_command(slurm_sub, name, text, description=description, example=example)
-    p.set_defaults(handler=run_operation, operation=f"slurm {name}")
-    return p
 
 
 def _submit_flags(p: argparse.ArgumentParser) -> None:
@@ -54,14 +46,7 @@ def add_commands(sub: Subparsers) -> None:
     )  # fmt: skip
     slurm_sub = slurm.add_subparsers(dest="slurm_command", required=True, metavar="SUBCOMMAND")
 
-    p = _operation(
-        slurm_sub, "submit", "bind an experiment like launch and submit its job",
-        "Verify the engine, bind a new experiment to that exact build like launch does, write "
-        "the controller batch script beside the binding and submit it with sbatch; the job "
-        "runs the engine over up to --max-allocations allocations.",
-        "automl-setup slurm submit --manifest m.yaml --workspace runs --python .venv-train "
-        "--time 1:00:00",
-    )  # fmt: skip
+    p = add_operation(slurm_sub, "slurm submit")
     _submit_flags(p)
     p.add_argument("--time", help="time limit (minutes, H:MM:SS, D-HH)")
     p.add_argument("--partition", help="partition (default: the cluster's)")
@@ -71,22 +56,12 @@ def add_commands(sub: Subparsers) -> None:
     )  # fmt: skip
     add_json(p)
 
-    p = _operation(
-        slurm_sub, "status", "scheduler state, generation and trials of the job",
-        "Show the experiment's SLURM job as the scheduler and the records tell it: the job's "
-        "state, the allocation generation it is on, and the experiment's trials.",
-        "automl-setup slurm status --experiment-id ID --workspace runs",
-    )  # fmt: skip
+    p = add_operation(slurm_sub, "slurm status")
     p.add_argument("--experiment-id", required=True, help="exact experiment id")
     p.add_argument("--workspace", help=WORKSPACE_HELP)
     add_json(p)
 
-    p = _operation(
-        slurm_sub, "cancel", "cancel the experiment's SLURM job (--approve)",
-        "Cancel the experiment's SLURM controller job with scancel, once the user approved "
-        "(--approve); the experiment stays resumable from its saved state.",
-        "automl-setup slurm cancel --experiment-id ID --workspace runs --approve",
-    )  # fmt: skip
+    p = add_operation(slurm_sub, "slurm cancel")
     p.add_argument("--experiment-id", required=True, help="exact experiment id")
     p.add_argument("--workspace", help=WORKSPACE_HELP)
     p.add_argument("--approve", action="store_true", help="the user said yes")

@@ -13,20 +13,14 @@ from mcp_server.faces.cli_base import (
     WORKSPACE_HELP,
     Outcome,
     Subparsers,
-    add_command,
     add_json,
+    add_operation,
     run_operation,
 )
 
 
 def add_commands(slurm_sub: Subparsers) -> None:
-    p = add_command(
-        slurm_sub, "watch", "tick over the registered controller jobs",
-        description="Look at every controller job registered in the workspace: once, or every "
-        "--interval seconds until interrupted, reporting jobs that failed, were lost or wait "
-        "too long, as text or one JSON document per tick.",
-        example="automl-setup slurm watch --workspace runs --interval 300",
-    )  # fmt: skip
+    p = add_operation(slurm_sub, "slurm watch")
     # Not required here: `slurm watch register --workspace W` parses its own (argparse checks
     # the parent's required flags too); the handler insists instead.
     p.add_argument("--workspace", help="directory of experiments (its registry)")
@@ -39,21 +33,14 @@ def add_commands(slurm_sub: Subparsers) -> None:
         help="seconds a job may wait before it is reported (default 3600)",
     )
     add_json(p)
-    p.set_defaults(handler=watch, operation="slurm watch")
+    p.set_defaults(handler=watch)
 
     sub = p.add_subparsers(dest="watch_command", metavar="register")
-    r = add_command(
-        sub, "register", "adopt an existing job as an experiment's controller",
-        description="Register an existing SLURM job (one submitted before the watcher knew of "
-        "it) as the controller of an experiment of the workspace, so watch ticks over it.",
-        example="automl-setup slurm watch register --job-id 4242 --experiment-id ID "
-        "--workspace runs",
-    )  # fmt: skip
+    r = add_operation(sub, "slurm watch register")
     r.add_argument("--job-id", required=True, help="the id sbatch printed")
     r.add_argument("--experiment-id", required=True, help="the experiment the job runs")
     r.add_argument("--workspace", help=WORKSPACE_HELP)
     add_json(r)
-    r.set_defaults(handler=run_operation, operation="slurm watch register")
 
 
 def watch(args: argparse.Namespace) -> Outcome:

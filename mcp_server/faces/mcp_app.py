@@ -1,7 +1,8 @@
-"""The MCP server instance and what every tool module shares: how a reply is made (an
-operation's result plus the text the command line prints for it) and the hints of read-only
-tools. The tools live in `tools_*.py`, one module per area; `server.py` registers them all
-when the first call needs them (`DeferredServer`)."""
+"""The MCP server instance and what every tool module shares: `tool` registers a tool under its
+row's name, title and annotations (`faces/registry.py`), `call` runs its operation and makes its
+reply (`Reply[Result]`: the operation's result plus the text the command line prints for it).
+The tools live in `tools_*.py`, one module per area; `server.py` registers them all when the
+first call needs them (`DeferredServer`)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,20 @@ from typing import Annotated, Any, TypeVar
 
 from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.types import CallToolResult, InputRequiredResult, Resource, ResourceTemplate, Tool
-from pydantic import AnyUrl, BaseModel, Field
+from mcp.types import (
+    CallToolResult,
+    InputRequiredResult,
+    ListRootsResult,
+    Resource,
+    ResourceTemplate,
+    Tool,
+    ToolAnnotations,
+)
+from pydantic import AnyUrl, BaseModel, Field, create_model
 
 from mcp_server import __version__
+from mcp_server.faces.mcp_roots import check_roots
+from mcp_server.faces.mcp_runtime import MonotonicProgress, run, worker_progress
 
 INSTRUCTIONS = """\
 Installs an AutoML core engine from source at an exact commit, verifies and records it, and runs
@@ -100,17 +111,83 @@ server = DeferredServer("automl-setup", version=__version__, instructions=INSTRU
 
 Message = Annotated[str, Field(description="The text `automl-setup` prints for the same call.")]
 
-ReplyT = TypeVar("ReplyT", bound=BaseModel)
+
+class Reply:
+    """`Reply[Result]` (or `Reply[Result, Extra]`): a tool's structured result, the operation's
+    result model with `message`, the text the command line prints for it (and the fields of
+    `Extra`). One model per result type, made once; the SDK publishes it as the output schema."""
+
+    def __class_getitem__(cls, bases: Any) -> type[BaseModel]:
+        return reply_model(*(bases if isinstance(bases, tuple) else (bases,)))
 
 
-def reply(cls: type[ReplyT], operation: str, result: BaseModel, **extra: Any) -> ReplyT:
-    """The tool's structured result: the operation's result, `extra`, and its message."""
-    from mcp_server.faces import messages  # every area's renderers: imported by the first call
+@functools.cache
+def reply_model(*bases: type[BaseModel]) -> type[BaseModel]:
+    fields: Any = {"message": (Message, ...)}
+    return create_model(f"{bases[0].__name__}Reply", __base__=bases, **fields)
 
-    return cls.model_validate(
-        {**result.model_dump(), **extra, "message": messages.render(operation, result)}
+
+ToolT = TypeVar("ToolT", bound=Callable[..., Any])
+
+
+def tool(command: str) -> Callable[[ToolT], ToolT]:
+    """Register the decorated function as the MCP tool of operation `command`: the tool's
+    name, title and annotations are its row's."""
+    from mcp_server.faces.registry import row
+
+    op = row(command)
+    annotations = ToolAnnotations(
+        title=op.title,
+        read_only_hint=op.hints.read_only,
+        destructive_hint=op.hints.destructive,
+        idempotent_hint=op.hints.idempotent,
+        open_world_hint=op.hints.open_world,
     )
+    register: Callable[[ToolT], ToolT] = server.tool(
+        name=op.tool, title=op.title, annotations=annotations
+    )
+    return register
 
 
-# The hints of the tools that only read local files and processes: safe to call any time.
-LOCAL_READ = {"read_only": True, "destructive": False, "idempotent": True, "open_world": False}
+# The path arguments a client's roots confine (check_roots), by request field.
+PATH_ARGUMENTS = ("python", "workspace", "manifest", "out", "wheel")
+
+
+async def call(
+    ctx: Context,
+    roots: ListRootsResult | None,
+    command: str,
+    *,
+    tracker: MonotonicProgress | None = None,
+    after: Callable[[Any, Any], dict[str, Any]] | None = None,
+    extra: type[BaseModel] | None = None,
+    **arguments: Any,
+) -> Any:
+    """Run operation `command` for a tool: its path arguments checked against the client's
+    roots, `profile` resolved (over the project file found from the first root), the request
+    built and the operation run in a worker thread (progress through `tracker`), its reply
+    made from the result, `after(request, result)`'s fields (of model `extra`) and the rendered
+    message."""
+    from mcp_server.faces.mcp_inputs import engine_profile
+    from mcp_server.faces.registry import row
+
+    op = row(command)
+
+    def work() -> BaseModel:
+        paths = {name: arguments[name] for name in PATH_ARGUMENTS if arguments.get(name)}
+        if "profile" in arguments:
+            profile = arguments["profile"]
+            check_roots(roots, profile_file=profile and profile.file, **paths)
+            arguments["profile"] = engine_profile(profile, roots)
+        else:
+            check_roots(roots, **paths)
+        for workspace in arguments.get("keep_bound", ()):
+            check_roots(roots, workspace=workspace)
+        request = op.request(**arguments)
+        progress = () if tracker is None else (worker_progress(tracker),)
+        result = op.run(request, *progress)
+        added = after(request, result) if after else {}
+        fields = {**result.model_dump(), **added, "message": op.render(result)}
+        return reply_model(op.result, *((extra,) if extra else ())).model_validate(fields)
+
+    return await run(ctx, work, tracker)

@@ -12,14 +12,13 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import anyio
 import anyio.from_thread
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import ToolAnnotations
 from pydantic import ConfigDict
 
 from mcp_server.errors import InvalidInput, SetupError
@@ -172,23 +171,6 @@ def reap(pid: int) -> None:
             os.waitpid(pid, 0)
 
     threading.Thread(target=wait, name=f"reap-{pid}", daemon=True).start()
-
-
-# The hints of the tools that only read local files and processes: safe to call any time.
-LOCAL_READ = {"read_only": True, "destructive": False, "idempotent": True, "open_world": False}
-
-
-def hints(
-    title: str, *, read_only: bool, destructive: bool, idempotent: bool, open_world: bool
-) -> dict[str, Any]:
-    annotations = ToolAnnotations(
-        title=title,
-        read_only_hint=read_only,
-        destructive_hint=destructive,
-        idempotent_hint=idempotent,
-        open_world_hint=open_world,
-    )
-    return {"title": title, "annotations": annotations}
 
 
 # --------------------------------------------------------------------------------------------

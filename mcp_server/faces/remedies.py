@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from mcp_server.errors import Arg, Fix, SetupError
-from mcp_server.operations import OPERATIONS
+from mcp_server.faces.registry import tool_name
 from mcp_server.source.profile import EngineProfile
 
 # The request field the MCP tools take as one `profile` object (the command line: flags).
@@ -19,7 +19,7 @@ def tool_call(fix: Fix | Arg) -> str:
     if isinstance(fix, Arg):
         return f"{fix.name}={fix.value}" if fix.value else fix.name
 
-    tool = next((op.tool for op in OPERATIONS if op.command == fix.operation), fix.operation)
+    tool = tool_name(fix.operation)
     args: dict[str, object] = {}
     profile: dict[str, object] = {}
     for name, value in fix.arguments:

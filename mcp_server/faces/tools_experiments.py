@@ -1,91 +1,51 @@
-"""MCP tools of experiments: launch, resume, status, list (one per operation of
-`operations.OPERATIONS`, named after its command)."""
+"""MCP tools of experiments: launch, resume, status, list, stop, logs (one per operation, named,
+titled and annotated by its row in `faces/registry.py`)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context
 from pydantic import Field
 
-from mcp_server import operations
-
-# The operations of these two tools (their rows in operations.OPERATIONS point here).
 from mcp_server.experiments.control import StopResult
-from mcp_server.experiments.control import stop_experiment as stop_experiment_op
-from mcp_server.experiments.logs import LogTail, experiment_log
+from mcp_server.experiments.logs import LogTail
 from mcp_server.experiments.started import StartedEngine
 from mcp_server.experiments.status import ExperimentListing, ExperimentStatus
-from mcp_server.faces.mcp_app import LOCAL_READ, Message, reply, server
+from mcp_server.faces.mcp_app import Reply, call, tool
 from mcp_server.faces.mcp_inputs import ExperimentId, Manifest, Python, Workspace
 from mcp_server.faces.mcp_resources import StartedResources, started_resources
-from mcp_server.faces.mcp_roots import Roots, check_roots
-from mcp_server.faces.mcp_runtime import hints, reap, run
-from mcp_server.requests import (
-    LaunchRequest,
-    ListQuery,
-    LogsQuery,
-    ResumeRequest,
-    StatusQuery,
-    StopRequest,
-)
+from mcp_server.faces.mcp_roots import Roots
+from mcp_server.faces.mcp_runtime import reap
 
 
-class StartedReply(StartedEngine, StartedResources):
-    message: Message
+def started_reply(request: Any, started: StartedEngine) -> dict[str, Any]:
+    """A detached engine is reaped by the server (which outlives it); its reply adds the
+    resource URIs of the started attempt."""
+    reap(started.pid)
+    return started_resources(started, request.workspace)
 
 
-class StatusReply(ExperimentStatus):
-    message: Message
-
-
-class ListReply(ExperimentListing):
-    message: Message
-
-
-class StopReply(StopResult):
-    message: Message
-
-
-class LogsReply(LogTail):
-    message: Message
-
-
-@server.tool(
-    **hints(
-        "Launch an experiment",
-        read_only=False,
-        destructive=False,  # creates a new experiment; an existing id is refused, never replaced
-        idempotent=False,  # each call starts an engine process
-        open_world=False,
-    )
-)
+@tool("launch")
 async def launch_experiment(
     manifest: Manifest, workspace: Workspace, python: Python, ctx: Context, roots: Roots
-) -> StartedReply:
+) -> Reply[StartedEngine, StartedResources]:
     """Start a new experiment bound to the verified engine in `python`, detached. Returns at
     once with the engine's pid, log path and binding path; follow it with status_experiment."""
-
-    def work() -> StartedReply:
-        check_roots(roots, python=python, workspace=workspace, manifest=manifest)
-        request = LaunchRequest(manifest=manifest, workspace=workspace, python=python, detach=True)
-        started = operations.launch(request)
-        reap(started.pid)
-        resources = started_resources(started, request.workspace)
-        return reply(StartedReply, "launch", started, **resources)
-
-    return await run(ctx, work)
-
-
-@server.tool(
-    **hints(
-        "Resume an experiment on its bound engine",
-        read_only=False,
-        destructive=False,  # never installs or swaps anything; a mismatch refuses
-        idempotent=False,  # each call starts an engine process and adds an attempt
-        open_world=False,
+    return await call(
+        ctx,
+        roots,
+        "launch",
+        after=started_reply,
+        extra=StartedResources,
+        manifest=manifest,
+        workspace=workspace,
+        python=python,
+        detach=True,
     )
-)
+
+
+@tool("resume")
 async def resume_experiment(
     experiment_id: ExperimentId,
     workspace: Workspace,
@@ -93,63 +53,41 @@ async def resume_experiment(
     python: Python,
     ctx: Context,
     roots: Roots,
-) -> StartedReply:
+) -> Reply[StartedEngine, StartedResources]:
     """Resume the experiment with exactly this id on exactly the engine build it is bound to,
     detached. Any difference refuses with the field-level diff and the commands that recreate
     the bound engine in a separate environment; nothing is installed or upgraded."""
-
-    def work() -> StartedReply:
-        check_roots(roots, python=python, workspace=workspace, manifest=manifest)
-        request = ResumeRequest(
-            experiment_id=experiment_id,
-            workspace=workspace,
-            manifest=manifest,
-            python=python,
-            detach=True,
-        )
-        started = operations.resume(request)
-        reap(started.pid)
-        resources = started_resources(started, request.workspace)
-        return reply(StartedReply, "resume", started, **resources)
-
-    return await run(ctx, work)
+    return await call(
+        ctx,
+        roots,
+        "resume",
+        after=started_reply,
+        extra=StartedResources,
+        experiment_id=experiment_id,
+        workspace=workspace,
+        manifest=manifest,
+        python=python,
+        detach=True,
+    )
 
 
-@server.tool(**hints("Experiment status", **LOCAL_READ))
+@tool("status")
 async def status_experiment(
     experiment_id: ExperimentId, workspace: Workspace, ctx: Context, roots: Roots
-) -> StatusReply:
+) -> Reply[ExperimentStatus]:
     """State, trials done, best trial and bound engine of one experiment, read from its ledger."""
-
-    def work() -> StatusReply:
-        check_roots(roots, workspace=workspace)
-        query = StatusQuery(experiment_id=experiment_id, workspace=workspace)
-        return reply(StatusReply, "status", operations.status(query))
-
-    return await run(ctx, work)
+    return await call(ctx, roots, "status", experiment_id=experiment_id, workspace=workspace)
 
 
-@server.tool(**hints("List experiments", **LOCAL_READ))
-async def list_experiments(workspace: Workspace, ctx: Context, roots: Roots) -> ListReply:
+@tool("list")
+async def list_experiments(
+    workspace: Workspace, ctx: Context, roots: Roots
+) -> Reply[ExperimentListing]:
     """Every experiment launched by automl-setup in the workspace, with its status."""
-
-    def work() -> ListReply:
-        check_roots(roots, workspace=workspace)
-        listing = operations.list_experiments(ListQuery(workspace=workspace))
-        return reply(ListReply, "list", listing)
-
-    return await run(ctx, work)
+    return await call(ctx, roots, "list", workspace=workspace)
 
 
-@server.tool(
-    **hints(
-        "Stop an experiment's engine",
-        read_only=False,
-        destructive=True,  # ends a running engine (it saves its state; resume continues it)
-        idempotent=False,  # a second call finds nothing running and is refused
-        open_world=False,
-    )
-)
+@tool("stop")
 async def stop_experiment(
     experiment_id: ExperimentId,
     workspace: Workspace,
@@ -162,22 +100,16 @@ async def stop_experiment(
     grace: Annotated[
         float, Field(ge=0, le=3600, description="Seconds to wait after SIGTERM.")
     ] = 30.0,
-) -> StopReply:
+) -> Reply[StopResult]:
     """SIGTERM to the engine automl-setup started for this experiment (checked by pid and
     start time: a reused pid is never signalled), then wait up to `grace` seconds for it to
     save and exit, and report what its ledger says. resume_experiment continues it."""
-
-    def work() -> StopReply:
-        check_roots(roots, workspace=workspace)
-        request = StopRequest(
-            experiment_id=experiment_id, workspace=workspace, kill=kill, grace=grace
-        )
-        return reply(StopReply, "stop", stop_experiment_op(request))
-
-    return await run(ctx, work)
+    return await call(
+        ctx, roots, "stop", experiment_id=experiment_id, workspace=workspace, kill=kill, grace=grace
+    )
 
 
-@server.tool(**hints("Tail of an experiment's log", **LOCAL_READ))
+@tool("logs")
 async def logs_experiment(
     experiment_id: ExperimentId,
     workspace: Workspace,
@@ -187,15 +119,15 @@ async def logs_experiment(
         int | None, Field(ge=1, description="Attempt number; omit both for the last attempt.")
     ] = None,
     trial: Annotated[int | None, Field(ge=0, description="Trial index (from 0).")] = None,
-) -> LogsReply:
+) -> Reply[LogTail]:
     """The last 64 KiB of the engine output of one attempt (the last one by default) or of
     one trial, credentials masked: read it to see why something failed."""
-
-    def work() -> LogsReply:
-        check_roots(roots, workspace=workspace)
-        query = LogsQuery(
-            experiment_id=experiment_id, workspace=workspace, attempt=attempt, trial=trial
-        )
-        return reply(LogsReply, "logs", experiment_log(query))
-
-    return await run(ctx, work)
+    return await call(
+        ctx,
+        roots,
+        "logs",
+        experiment_id=experiment_id,
+        workspace=workspace,
+        attempt=attempt,
+        trial=trial,
+    )

@@ -8,18 +8,14 @@ from typing import Annotated
 from mcp.server.mcpserver import Context
 from pydantic import Field
 
-from mcp_server.faces.mcp_app import Message, reply, server
+from mcp_server.faces.mcp_app import Reply, call, tool
 from mcp_server.faces.mcp_inputs import ExperimentId, Manifest, Python, Workspace
-from mcp_server.faces.mcp_roots import Roots, check_roots
-from mcp_server.faces.mcp_runtime import hints, run
-from mcp_server.slurm.control import CancelledJob, SlurmStatus, slurm_cancel, slurm_status
+from mcp_server.faces.mcp_roots import Roots
+from mcp_server.slurm.control import CancelledJob, SlurmStatus
 from mcp_server.slurm.requests import (
     DEFAULT_MAX_ALLOCATIONS,
-    CancelRequest,
-    SlurmStatusQuery,
-    SubmitRequest,
 )
-from mcp_server.slurm.submit import SubmittedController, submit_controller
+from mcp_server.slurm.submit import SubmittedController
 
 MaxAllocations = Annotated[
     str,
@@ -39,27 +35,7 @@ SbatchArgs = Annotated[
 ]
 
 
-class SubmitReply(SubmittedController):
-    message: Message
-
-
-class SlurmStatusReply(SlurmStatus):
-    message: Message
-
-
-class CancelReply(CancelledJob):
-    message: Message
-
-
-@server.tool(
-    **hints(
-        "Submit an experiment to SLURM",
-        read_only=False,  # binds a new experiment and submits a job
-        destructive=False,  # an existing experiment id is refused, never replaced
-        idempotent=False,  # each call submits a job
-        open_world=True,  # the SLURM scheduler
-    )
-)
+@tool("slurm submit")
 async def submit_slurm_job(
     manifest: Manifest,
     workspace: Workspace,
@@ -70,73 +46,49 @@ async def submit_slurm_job(
     time: TimeLimit = None,
     partition: Partition = None,
     sbatch_args: SbatchArgs | None = None,
-) -> SubmitReply:
+) -> Reply[SubmittedController]:
     """Bind a new experiment to the verified engine in `python` exactly as launch_experiment
     does, render its controller batch script into the experiment folder and submit it with
     sbatch. Ask the user for the partition, time limit and allocation cap, and for their yes,
     before calling this. Follow it with status_slurm_job."""
-
-    def work() -> SubmitReply:
-        check_roots(roots, python=python, workspace=workspace, manifest=manifest)
-        request = SubmitRequest(
-            manifest=manifest,
-            workspace=workspace,
-            python=python,
-            max_allocations=max_allocations,
-            time=time,
-            partition=partition,
-            sbatch_args=tuple(sbatch_args or ()),
-        )
-        return reply(SubmitReply, "slurm submit", submit_controller(request))
-
-    return await run(ctx, work)
-
-
-@server.tool(
-    **hints(
-        "SLURM job of an experiment",
-        read_only=True,
-        destructive=False,
-        idempotent=True,
-        open_world=True,  # asks the SLURM scheduler
+    return await call(
+        ctx,
+        roots,
+        "slurm submit",
+        manifest=manifest,
+        workspace=workspace,
+        python=python,
+        max_allocations=max_allocations,
+        time=time,
+        partition=partition,
+        sbatch_args=tuple(sbatch_args or ()),
     )
-)
+
+
+@tool("slurm status")
 async def status_slurm_job(
     experiment_id: ExperimentId, workspace: Workspace, ctx: Context, roots: Roots
-) -> SlurmStatusReply:
+) -> Reply[SlurmStatus]:
     """The experiment's SLURM job: scheduler state (fixed vocabulary, with the pending
     reason), generation (restart count), trials done and the newest attempts ledger entry."""
-
-    def work() -> SlurmStatusReply:
-        check_roots(roots, workspace=workspace)
-        query = SlurmStatusQuery(experiment_id=experiment_id, workspace=workspace)
-        return reply(SlurmStatusReply, "slurm status", slurm_status(query))
-
-    return await run(ctx, work)
+    return await call(ctx, roots, "slurm status", experiment_id=experiment_id, workspace=workspace)
 
 
-@server.tool(
-    **hints(
-        "Cancel the SLURM job of an experiment",
-        read_only=False,
-        destructive=True,  # ends the job; the experiment's state is saved and resumable
-        idempotent=False,
-        open_world=True,
-    )
-)
+@tool("slurm cancel")
 async def cancel_slurm_job(
     experiment_id: ExperimentId,
     workspace: Workspace,
     ctx: Context,
     roots: Roots,
     approve: Annotated[bool, Field(description="The user said yes to cancelling.")] = False,
-) -> CancelReply:
+) -> Reply[CancelledJob]:
     """Cancel the experiment's SLURM job (scancel). Needs approve=true, given only after the
     user said yes; the reply carries the command that resumes the experiment later."""
-
-    def work() -> CancelReply:
-        check_roots(roots, workspace=workspace)
-        request = CancelRequest(experiment_id=experiment_id, workspace=workspace, approve=approve)
-        return reply(CancelReply, "slurm cancel", slurm_cancel(request))
-
-    return await run(ctx, work)
+    return await call(
+        ctx,
+        roots,
+        "slurm cancel",
+        experiment_id=experiment_id,
+        workspace=workspace,
+        approve=approve,
+    )

@@ -1,0 +1,206 @@
+"""The rows of the experiment operations: launch, resume, status, list, stop, logs, report, and
+the wheel store's: store, recreate, lock."""
+
+from __future__ import annotations
+
+from mcp_server.faces.registry.row import (
+    LOCAL_READ,
+    ExitCodes,
+    Hints,
+    Row,
+    all_readable,
+    engine_exit_code,
+    own_exit_code,
+    stopped,
+)
+
+OPS, REQ, RENDER = "mcp_server.operations", "mcp_server.requests", "mcp_server.faces.render"
+ENGINE_EXIT: ExitCodes = (
+    ("N", "in the foreground: the engine's own exit code (143: stopped by SIGTERM, its state "
+     "saved; resume it)"),
+)  # fmt: skip
+DETACHED = "an MCP call always returns at once (detached); the command line can wait"
+
+ROWS: tuple[Row, ...] = (
+    Row(
+        "launch",
+        "launch_experiment",
+        f"{OPS}:launch",
+        f"{REQ}:LaunchRequest",
+        "mcp_server.experiments.started:StartedEngine",
+        f"{RENDER}.experiments:started_text",
+        "start a new experiment bound to the verified engine",
+        "Verify the environment's engine against its record, have the engine check the "
+        "manifest (plan), bind a new experiment to that exact build (binding.json) and run the "
+        "engine on it, in the foreground with its progress, or detached.",
+        "automl-setup launch --manifest m.yaml --workspace runs --python .venv-train",
+        "Launch an experiment",
+        # A new experiment (an existing id is refused, never replaced); each call starts one.
+        Hints(read_only=False, destructive=False, idempotent=False, open_world=False),
+        exit_rule=engine_exit_code,
+        codes=ENGINE_EXIT,
+        cli_only=frozenset({"detach"}),
+        why=DETACHED,
+    ),
+    Row(
+        "resume",
+        "resume_experiment",
+        f"{OPS}:resume",
+        f"{REQ}:ResumeRequest",
+        "mcp_server.experiments.started:StartedEngine",
+        f"{RENDER}.experiments:started_text",
+        "resume an experiment on exactly its bound engine",
+        "Resume an interrupted experiment on exactly the engine build it is bound to: the "
+        "manifest's hash, the environment's record and every identity field must match, or it "
+        "refuses naming each difference and the commands that recreate the bound engine. It "
+        "never installs anything.",
+        "automl-setup resume --experiment-id ID --workspace runs --manifest m.yaml "
+        "--python .venv-train",
+        "Resume an experiment on its bound engine",
+        # Never installs or swaps anything; each call starts an engine and adds an attempt.
+        Hints(read_only=False, destructive=False, idempotent=False, open_world=False),
+        exit_rule=engine_exit_code,
+        codes=ENGINE_EXIT,
+        cli_only=frozenset({"detach"}),
+        why=DETACHED,
+    ),
+    Row(
+        "status",
+        "status_experiment",
+        f"{OPS}:status",
+        f"{REQ}:StatusQuery",
+        "mcp_server.experiments.status:ExperimentStatus",
+        f"{RENDER}.experiments:status_text",
+        "state, trials, best and bound engine of an experiment",
+        "Show an experiment's state (never `running` while no engine holds its lock), the "
+        "trials done of those planned, the trials table, the best trial, the bound engine, the "
+        "last attempt and, when it was interrupted, the exact resume command. Reads the "
+        "records only.",
+        "automl-setup status --experiment-id ID --workspace runs",
+        "Experiment status",
+        LOCAL_READ,
+    ),
+    Row(
+        "list",
+        "list_experiments",
+        f"{OPS}:list_experiments",
+        f"{REQ}:ListQuery",
+        "mcp_server.experiments.status:ExperimentListing",
+        f"{RENDER}.experiments:listing_text",
+        "list the experiments of a workspace",
+        "List every experiment of a workspace with its status (as `status` shows it), and "
+        "every experiment folder that cannot be read, with why (exit code 1 when there is one).",
+        "automl-setup list --workspace runs",
+        "List experiments",
+        LOCAL_READ,
+        exit_rule=all_readable,
+    ),
+    Row(
+        "stop",
+        "stop_experiment",
+        "mcp_server.experiments.control:stop_experiment",
+        f"{REQ}:StopRequest",
+        "mcp_server.experiments.control:StopResult",
+        f"{RENDER}.experiments:stop_text",
+        "stop an experiment's engine: SIGTERM, wait, report",
+        "Stop the engine automl-setup started for an experiment: SIGTERM, then wait up to the "
+        "grace period for it to save its state and exit (with --kill, SIGKILL after it), and "
+        "report what its ledger says; recorded in the attempts ledger. Exit code 1 when it "
+        "still runs.",
+        "automl-setup stop --experiment-id ID --workspace runs --grace 60",
+        "Stop an experiment's engine",
+        # Ends a running engine (it saves its state); a second call finds nothing running.
+        Hints(read_only=False, destructive=True, idempotent=False, open_world=False),
+        exit_rule=stopped,
+    ),
+    Row(
+        "logs",
+        "logs_experiment",
+        "mcp_server.experiments.logs:experiment_log",
+        f"{REQ}:LogsQuery",
+        "mcp_server.experiments.logs:LogTail",
+        f"{RENDER}.experiments:logs_text",
+        "the tail of an attempt's or a trial's log (64 KiB at most)",
+        "Print the tail of an attempt's engine log (the last attempt by default) or of one "
+        "trial's log, at most 64 KiB; with --follow, keep printing as it grows until the "
+        "engine exits.",
+        "automl-setup logs --experiment-id ID --workspace runs --trial 3",
+        "Tail of an experiment's log",
+        LOCAL_READ,
+        cli_only=frozenset({"follow"}),
+        why="an MCP call returns the tail once; the command line can keep printing the log",
+    ),
+    Row(
+        "report",
+        "report_experiment",
+        "mcp_server.report.build:make_report",
+        f"{REQ}:ReportQuery",
+        "mcp_server.report.build:ReportResult",
+        f"{RENDER}.report:report_text",
+        "write an experiment's self-contained HTML report",
+        "Write an experiment's report as one self-contained HTML file, from its records only: "
+        "the provenance card of the bound engine, the attempts and the trials with their plots "
+        "(the `report` extra); a new file, named after its content by default.",
+        "automl-setup report --experiment-id ID --workspace runs --out r.html",
+        "Write an experiment's report",
+        # One new HTML file: an existing file with other bytes is refused; the same records
+        # give the same file.
+        Hints(read_only=False, destructive=False, idempotent=True, open_world=False),
+    ),
+    Row(
+        "store",
+        "store_wheels",
+        "mcp_server.experiments.storeops:run_store",
+        "mcp_server.experiments.storeops:StoreRequest",
+        "mcp_server.experiments.storeops:StoreReport",
+        f"{RENDER}.store:store_text",
+        "the wheel store: list, verify, keep, gc --keep-bound WORKSPACE...",
+        "Look after the content-addressed store of the wheels automl-setup built and of the "
+        "dependency wheels it keeps: list its entries, verify each against its hash, keep an "
+        "experiment's whole bound closure (packed from the environment that holds it, so "
+        "recreate needs no index or repository), or remove (gc) every wheel no binding in the "
+        "named workspaces refers to.",
+        "automl-setup store list\nautoml-setup store keep --experiment-id ID --workspace runs\n"
+        "automl-setup store gc --keep-bound runs other-runs",
+        "List, verify, keep into or garbage-collect the wheel store",
+        # keep adds entries; gc removes every wheel no binding in keep_bound refers to.
+        Hints(read_only=False, destructive=True, idempotent=True, open_world=False),
+        exit_rule=own_exit_code,
+    ),
+    Row(
+        "recreate",
+        "recreate_engine",
+        "mcp_server.experiments.recreate:recreate_engine",
+        "mcp_server.experiments.recreate:RecreateRequest",
+        "mcp_server.experiments.recreate:RecreateResult",
+        f"{RENDER}.store:recreate_text",
+        "install an experiment's bound engine into a separate environment",
+        "Install exactly the engine build an experiment is bound to into another environment, "
+        "from the wheel store (re-hashed) or rebuilt from the bound commit and checked against "
+        "the binding, so the experiment can be resumed there.",
+        "automl-setup recreate --experiment-id ID --workspace runs --python .venv-bound "
+        "--create-env",
+        "Recreate an experiment's bound engine",
+        # Into a separate environment only; a second call finds it installed, unchanged; may
+        # fetch the bound commit when the store lacks the wheel.
+        Hints(read_only=False, destructive=False, idempotent=True, open_world=True),
+    ),
+    Row(
+        "lock",
+        "lock_experiment",
+        "mcp_server.experiments.lock:lock_experiment",
+        "mcp_server.experiments.lock:LockQuery",
+        "mcp_server.experiments.lock:LockResult",
+        f"{RENDER}.store:lock_text",
+        "write a PEP 751 pylock.toml of an experiment's bound closure",
+        "Write the closure an experiment is bound to as a PEP 751 pylock.toml: the engine by "
+        "its stored wheel and sha256, every dependency at its bound version with its index's "
+        "hashes, VCS dependencies at their bound commits; `uv pip sync` installs it into a new "
+        "environment. A new file only.",
+        "automl-setup lock --experiment-id ID --workspace runs --out pylock.toml",
+        "Write a PEP 751 lock of an experiment's bound closure",
+        # One new pylock.toml (other bytes at the path are refused); uv asks the index for each
+        # bound version's files and hashes.
+        Hints(read_only=False, destructive=False, idempotent=True, open_world=True),
+    ),
+)

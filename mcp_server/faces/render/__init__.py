@@ -1,0 +1,1 @@
+"""The texts of every operation's result, by area: both faces show exactly these."""

@@ -1,0 +1,90 @@
+"""The texts of the experiment operations' results: a started engine (launch, resume), a status
+and its trials table, a listing, a stop, a log tail."""
+
+from __future__ import annotations
+
+import json
+
+from mcp_server.experiments.control import StopResult
+from mcp_server.experiments.logs import LogTail
+from mcp_server.experiments.started import StartedEngine
+from mcp_server.experiments.status import ExperimentListing, ExperimentStatus
+from mcp_server.experiments.trials import Trial
+
+
+def trials_table(trials: list[Trial]) -> list[str]:
+    """One line per trial: index, state, metric value, params."""
+    if not trials:
+        return []
+    lines = [f"  {'trial':>5}  {'state':<11}  {'metric':>12}  params"]
+    for t in trials:
+        value = f"{t.value:.6g}" if t.value is not None else "-"
+        params = json.dumps(t.params, sort_keys=True)
+        lines.append(f"  {t.index:>5}  {t.state:<11}  {value:>12}  {params}")
+    return lines
+
+
+def stop_text(result: StopResult) -> str:
+    sent = " then ".join(result.signals)
+    how = "exited" if result.stopped else "is still running"
+    lines = [
+        f"stop {result.experiment_id}: {sent} to pid {result.pid}; the engine {how} after "
+        f"{result.waited_s:.1f} s",
+        f"  state: {result.state or 'unknown'}; trials done: "
+        f"{result.trials_done if result.trials_done is not None else '?'}",
+    ]
+    if not result.stopped:
+        lines.append("  stop again with --kill to SIGKILL it after the grace period")
+    lines += [f"  note: {n}" for n in result.notes]
+    return "\n".join(lines)
+
+
+def logs_text(tail: LogTail) -> str:
+    which = f"attempt {tail.attempt}" if tail.source == "attempt" else f"trial {tail.trial}"
+    cut = f", last {len(tail.text.encode())} bytes" if tail.truncated else ""
+    head = f"== {tail.experiment_id} {which}: {tail.path} ({tail.size_bytes} bytes{cut}) =="
+    return f"{head}\n{tail.text.rstrip(chr(10))}"
+
+
+def started_text(started: StartedEngine) -> str:
+    verb = "launched" if started.action == "launch" else "resumed"
+    lines = [f"{verb} {started.experiment_id} on engine commit {started.engine_commit}"]
+    if started.detached:
+        lines.append(f"  pid {started.pid} (detached); log: {started.log_path}")
+    else:
+        lines.append(f"  engine exited with code {started.exit_code}; log: {started.log_path}")
+    lines.append(f"  binding: {started.binding_path}")
+    return "\n".join(lines)
+
+
+def status_text(status: ExperimentStatus) -> str:
+    best = status.best or {}
+    value = best.get("value")
+    lines = [
+        f"{status.experiment_id}: {status.state}"
+        + (" (controller running)" if status.controller_running else ""),
+        f"  trials done: {status.trials_done if status.trials_done is not None else '?'}"
+        f" of {status.planned_trials if status.planned_trials is not None else '?'} planned",
+        f"  best: {value if value is not None else '-'} {json.dumps(best.get('params', {}))}",
+        f"  engine: {status.bound_commit} ({status.bound_ref or 'by commit'})"
+        f" in {status.bound_environment}",
+    ]
+    if status.last_attempt:
+        a = status.last_attempt
+        what = (
+            f"engine exited with code {a.exit_code}"
+            if a.action == "exit"
+            else f"{a.action} {a.outcome}"
+        )
+        lines.append(f"  last attempt: #{a.attempt} {what} at {a.time}")
+    lines += trials_table(status.trials)
+    if status.resume_command:
+        lines.append(f"  resume: {status.resume_command}")
+    lines += [f"  note: {n}" for n in status.notes]
+    return "\n".join(lines)
+
+
+def listing_text(listing: ExperimentListing) -> str:
+    lines = [status_text(s) for s in listing.experiments]
+    lines += [f"unreadable: {problem}" for problem in listing.unreadable]
+    return "\n".join(lines) or f"no experiments in {listing.workspace}"
