@@ -18,8 +18,9 @@ from mcp_server.environment.wheelstore import WheelEntry
 SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
 
 
-def record_models() -> dict[str, type[BaseModel]]:
-    """File name -> model, for every record automl-setup writes or returns."""
+def formats() -> dict[str, tuple[type[BaseModel], str]]:
+    """File name -> (model, where the format lives), for every record automl-setup writes or
+    prints (docs/reference/formats.md is generated from this)."""
     from mcp_server.bundle.init import InitResult
     from mcp_server.bundle.ownership import InitRecord
     from mcp_server.experiments.attempts import AttemptEntry
@@ -32,28 +33,77 @@ def record_models() -> dict[str, type[BaseModel]]:
     from mcp_server.slurm.registry import JobRegistry
     from mcp_server.slurm.watch import WatchMemory
 
+    state = "`<environment>/.automl-setup/"
+    experiment = "`<workspace>/<experiment id>/"
     return {
-        "install-record.schema.json": InstallRecord,
-        "install-history-entry.schema.json": HistoryEntry,
-        "install-journal.schema.json": Journal,
-        # What `verify --json` prints: the environment report, plus binding and diagnosis.
-        "verify-report.schema.json": ProvenanceReport,
-        # What `report --json` prints (and report_experiment returns, less its message).
-        "experiment-report.schema.json": ReportResult,
-        "experiment-binding.schema.json": Binding,
-        "experiment-attempt.schema.json": AttemptEntry,
-        "environment-experiment-entry.schema.json": RegisteredExperiment,
-        # `<store>/wheels/<sha256>/entry.json`: an engine's wheel or a closure member's.
-        "wheel-store-entry.schema.json": WheelEntry,
-        "slurm-receipt.schema.json": Receipt,
-        "slurm-job-registry.schema.json": JobRegistry,
-        "slurm-watch-memory.schema.json": WatchMemory,
-        # `.automl-setup/init.json` in a user's project, and what `init --json` prints.
-        "init-record.schema.json": InitRecord,
-        "init-result.schema.json": InitResult,
-        # What `skills check --format json` and `skills links --format json` print.
-        "skills-report.schema.json": SkillsReport,
+        "install-record.schema.json": (
+            InstallRecord,
+            f"{state}engine-record.json`: what is installed, exactly (one per environment).",
+        ),
+        "install-history-entry.schema.json": (
+            HistoryEntry,
+            f"{state}history.jsonl`: one line per install or rollback, appended.",
+        ),
+        "install-journal.schema.json": (
+            Journal,
+            f"{state}journal.json`: written before an install changes the environment, removed "
+            "when it is recorded; `repair` rolls back from it.",
+        ),
+        "verify-report.schema.json": (
+            ProvenanceReport,
+            "What `verify --json` prints: the environment's report, the binding comparison and "
+            "the diagnosis.",
+        ),
+        "experiment-report.schema.json": (
+            ReportResult,
+            "What `report --json` prints (and report_experiment returns, less its message).",
+        ),
+        "experiment-binding.schema.json": (
+            Binding,
+            f"{experiment}binding.json`: the exact build an experiment is bound to, written once.",
+        ),
+        "experiment-attempt.schema.json": (
+            AttemptEntry,
+            f"{experiment}attempts.jsonl`: one numbered line per launch, resume, exit and stop.",
+        ),
+        "environment-experiment-entry.schema.json": (
+            RegisteredExperiment,
+            f"{state}experiments/<id>--<key>.json`: an experiment bound to this environment, for "
+            "the install guard.",
+        ),
+        "wheel-store-entry.schema.json": (
+            WheelEntry,
+            "`<store>/wheels/<sha256>/entry.json`: an engine's wheel or a closure member's.",
+        ),
+        "slurm-receipt.schema.json": (
+            Receipt,
+            "`<workspace>/.automl-setup/slurm-receipts.jsonl`: one line per thing a watch tick "
+            "saw happen.",
+        ),
+        "slurm-job-registry.schema.json": (
+            JobRegistry,
+            "`<workspace>/.automl-setup/slurm-jobs.json`: the controller jobs the watcher ticks "
+            "over.",
+        ),
+        "slurm-watch-memory.schema.json": (
+            WatchMemory,
+            "`<workspace>/.automl-setup/slurm-watch.json`: what the last tick saw of each job.",
+        ),
+        "init-record.schema.json": (
+            InitRecord,
+            "`.automl-setup/init.json` in a user's project: what `init` wrote, with hashes.",
+        ),
+        "init-result.schema.json": (InitResult, "What `init --json` prints."),
+        "skills-report.schema.json": (
+            SkillsReport,
+            "What `skills check --format json` and `skills links --format json` print.",
+        ),
     }
+
+
+def record_models() -> dict[str, type[BaseModel]]:
+    """File name -> model, for every record automl-setup writes or returns."""
+    return {name: model for name, (model, _) in formats().items()}
 
 
 def render(model: type[BaseModel]) -> str:

@@ -46,6 +46,8 @@ MAY_IMPORT = {
     "bundle": {"foundation", "source", "skills", "bundle"},
     "faces": CORE | {"slurm", "report", "operations", "skills", "bundle", "faces"},
     "schemagen": CORE | {"slurm", "report", "operations", "bundle", "skills"},
+    # The reference docs, written from the faces (their parsers and tools) and the models.
+    "docgen": CORE | {"slurm", "report", "operations", "skills", "bundle", "faces", "schemagen"},
 }
 # Whose face lists what: commands and tools that are not operations, and why.
 CLI_ONLY_COMMANDS = {

@@ -16,7 +16,7 @@ from refengine_helpers import engine_env, example_manifest
 
 from mcp_server.faces.cli import build_parser
 from mcp_server.faces.registry import PIPE_CLOSED
-from mcp_server.skills.cli import _parser as skills_parser
+from mcp_server.skills.cli import skills_parser
 from mcp_server.source.profile import DEFAULT_DISTRIBUTION, DEFAULT_REPOSITORY
 
 

@@ -52,7 +52,7 @@ COMMANDS = (
 )  # fmt: skip
 
 
-def _parser() -> argparse.ArgumentParser:
+def skills_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="automl-setup skills",
         description="Validate, sync and digest the agent skills of a repository.",
@@ -134,7 +134,7 @@ def _check(args: argparse.Namespace, tally: Tally) -> tuple[Path, list[Problem]]
 def cli_main(argv: list[str]) -> int:
     """`automl-setup skills COMMAND ...`: 0 ok, 1 problems found or refused, 2 usage error."""
     try:
-        args = _parser().parse_args(argv)
+        args = skills_parser().parse_args(argv)
     except SystemExit as exc:  # argparse has printed usage; keep its code (2, or 0 for --help)
         return int(exc.code or 0)
     try:
