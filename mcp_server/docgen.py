@@ -75,7 +75,7 @@ def flag_rows(parser: argparse.ArgumentParser) -> list[tuple[object, ...]]:
 
 
 def cli_reference() -> str:
-    from mcp_server.faces.cli import build_parser
+    from mcp_server.faces.cli.main import build_parser
     from mcp_server.skills.cli import skills_parser
 
     lines = [

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from mcp.client import Client
 
-from mcp_server.faces.cli import build_parser
-from mcp_server.faces.server import server
+from mcp_server.faces.cli.main import build_parser
 from mcp_server.faces.registry import ROWS
+from mcp_server.faces.server import server
 
 PACKAGE = Path(__file__).resolve().parent.parent / "mcp_server"
 MAX_LINES = 400

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from refengine_helpers import engine_env, example_manifest
 
-from mcp_server.faces.cli import build_parser
+from mcp_server.faces.cli.main import build_parser
 from mcp_server.faces.registry import PIPE_CLOSED
 from mcp_server.skills.cli import skills_parser
 from mcp_server.source.profile import DEFAULT_DISTRIBUTION, DEFAULT_REPOSITORY
@@ -104,7 +104,7 @@ def test_the_reference_engine_ends_quietly_on_a_closed_pipe(tmp_path: Path) -> N
 
 
 def test_completion_scripts_are_generated_from_the_parser(tmp_path: Path) -> None:
-    from mcp_server.faces.cli import main
+    from mcp_server.faces.cli.main import main
 
     script = tmp_path / "automl-setup.bash"
     for shell in ("bash", "zsh"):

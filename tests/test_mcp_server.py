@@ -26,8 +26,8 @@ from test_mcp_support import (
     write_manifest,
 )
 
-from mcp_server.environment.install import STEPS
 from mcp_server import operations
+from mcp_server.environment.install import STEPS
 from mcp_server.faces import mcp_runtime
 from mcp_server.faces.mcp_inputs import BRANCH_QUESTION
 from mcp_server.faces.mcp_runtime import RedactingFormatter

@@ -256,7 +256,7 @@ def _without_matplotlib(*args: str) -> subprocess.CompletedProcess[str]:
     """The command in a process where matplotlib cannot be imported (as without the extra)."""
     hidden = (
         "import sys; sys.modules['matplotlib'] = None\n"
-        "from mcp_server.faces.cli import main\n"
+        "from mcp_server.faces.cli.main import main\n"
         f"sys.exit(main({list(args)!r}))"
     )
     return subprocess.run(

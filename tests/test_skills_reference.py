@@ -10,7 +10,7 @@ import pytest
 import skills_ref
 import tomllib
 
-from mcp_server.faces.cli import main
+from mcp_server.faces.cli.main import main
 from mcp_server.skills.validate import validate_skill
 
 REPO = Path(__file__).resolve().parents[1]

@@ -30,7 +30,7 @@ from mcp_server.source.sourcerepo import REFERENCE_DISTRIBUTION, SourceRepositor
 # the last line (after everything the command printed).
 RUN_AND_LIST = """
 import sys
-from mcp_server.faces.cli import main
+from mcp_server.faces.cli.main import main
 try:
     code = main(sys.argv[1:])
 except SystemExit as exc:

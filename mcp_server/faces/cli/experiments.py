@@ -7,7 +7,7 @@ import argparse
 from mcp_server.errors import InvalidInput
 from mcp_server.experiments.files import ExperimentFiles
 from mcp_server.experiments.logs import LogTail, follow_log
-from mcp_server.faces.cli_base import (
+from mcp_server.faces.cli.commands import (
     PYTHON_HELP,
     WORKSPACE_HELP,
     Outcome,

@@ -13,7 +13,7 @@ from typing import Any, NoReturn
 from pydantic import BaseModel
 
 from mcp_server.errors import InvalidInput
-from mcp_server.faces.cli_progress import CliProgress
+from mcp_server.faces.cli.progress import CliProgress
 from mcp_server.faces.registry import ALWAYS, COMMON_CODES, ExitCodes, row
 from mcp_server.requests import DEFAULT_BRANCH
 from mcp_server.source.config import effective_profile, project_path

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from mcp_server.faces.cli_base import (
+from mcp_server.faces.cli.commands import (
     PYTHON_HELP,
     Outcome,
     Subparsers,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mcp_server.faces.cli_base import (
+from mcp_server.faces.cli.commands import (
     PYTHON_HELP,
     WORKSPACE_HELP,
     Subparsers,

@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from mcp_server.bundle.ownership import AGENTS
-from mcp_server.faces.cli_base import Outcome, Subparsers, add_command, add_json
+from mcp_server.faces.cli.commands import Outcome, Subparsers, add_command, add_json
 
 ENGINE_FIELDS = ("repository", "subdirectory", "distribution", "requirement")
 

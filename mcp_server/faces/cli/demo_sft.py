@@ -26,7 +26,7 @@ from mcp_server import operations
 from mcp_server.errors import SetupError
 from mcp_server.experiments.files import ExperimentFiles
 from mcp_server.experiments.trials import Trial, read_trials, sft_outcomes
-from mcp_server.faces.demo import DemoFailure, DemoRun, _pid_gone, _wait_for
+from mcp_server.faces.cli.demo import DemoFailure, DemoRun, _pid_gone, _wait_for
 from mcp_server.requests import (
     InstallRequest,
     ProvenanceQuery,

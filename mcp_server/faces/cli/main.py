@@ -14,40 +14,30 @@ from pydantic import BaseModel
 
 from mcp_server import __version__
 from mcp_server.errors import ExitCode, SetupError
-from mcp_server.faces import (
-    cli_completion,
-    cli_config,
-    cli_engine,
-    cli_experiments,
-    cli_init,
-    cli_report,
-    cli_slurm,
-    cli_store,
+from mcp_server.faces.cli import (
+    completion,
+    config,
+    engine,
+    experiments,
+    init,
+    report,
+    slurm,
+    store,
 )
-from mcp_server.faces.cli_base import Outcome, Parser, add_command
+from mcp_server.faces.cli.commands import Outcome, Parser, add_command
 from mcp_server.faces.registry import INTERRUPTED, PIPE_CLOSED
 from mcp_server.redact import redact_text
 
 # Every module that adds operation subcommands (`add_commands`), in --help order. Operations run
-# the same way (cli_base.run_operation); the demo, `init` (cli_init) and `config show`
-# (cli_config) have their own.
-COMMAND_MODULES = (
-    cli_init,
-    cli_engine,
-    cli_experiments,
-    cli_report,
-    cli_config,
-    cli_store,
-    cli_slurm,
-    cli_completion,
-)
+# the same way (commands.run_operation); the demo, `init` and `config show` have their own.
+COMMAND_MODULES = (init, engine, experiments, report, config, store, slurm, completion)
 
 
 def cmd_demo(args: argparse.Namespace) -> Outcome:
     if args.sft:
-        from mcp_server.faces.demo_sft import run_sft_demo as run_demo
+        from mcp_server.faces.cli.demo_sft import run_sft_demo as run_demo
     else:
-        from mcp_server.faces.demo import run_demo
+        from mcp_server.faces.cli.demo import run_demo
 
     code = run_demo(args.workdir, lambda line: print(line, flush=True))
     return Outcome({"exit_code": code}, "", code)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mcp_server.faces.cli_base import WORKSPACE_HELP, Subparsers, add_json, add_operation
+from mcp_server.faces.cli.commands import WORKSPACE_HELP, Subparsers, add_json, add_operation
 
 
 def add_commands(sub: Subparsers) -> None:

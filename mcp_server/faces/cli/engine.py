@@ -3,7 +3,7 @@ repair, history."""
 
 from __future__ import annotations
 
-from mcp_server.faces.cli_base import (
+from mcp_server.faces.cli.commands import (
     PYTHON_HELP,
     Subparsers,
     add_json,

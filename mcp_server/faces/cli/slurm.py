@@ -1,7 +1,7 @@
 """Command-line parsers of the SLURM controller: `automl-setup slurm submit|status|cancel`
 (operations), `slurm render` (the script submit would write, for review) and `slurm gate` (run
 by the batch script on every allocation). The watcher's `slurm watch ...` subcommands are added
-by `cli_slurm_watch.add_commands(slurm_sub)`, its own module (the hook below)."""
+by `slurm_watch.add_commands(slurm_sub)`, its own module (the hook below)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import importlib.util
 from pathlib import Path
 
 from mcp_server.errors import ExitCode, InvalidInput, SetupError
-from mcp_server.faces.cli_base import (
+from mcp_server.faces.cli.commands import (
     PYTHON_HELP,
     WORKSPACE_HELP,
     Outcome,
@@ -22,7 +22,7 @@ from mcp_server.faces.cli_base import (
 )
 from mcp_server.slurm.template import EXIT_IDENTITY
 
-WATCH_MODULE = "mcp_server.faces.cli_slurm_watch"
+WATCH_MODULE = "mcp_server.faces.cli.slurm_watch"
 
 
 def _submit_flags(p: argparse.ArgumentParser) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from mcp_server.faces.cli_base import Outcome, Subparsers, add_command
+from mcp_server.faces.cli.commands import Outcome, Subparsers, add_command
 
 SHELLS = ("bash", "zsh")
 

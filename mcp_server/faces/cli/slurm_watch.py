@@ -1,6 +1,6 @@
 """Command-line parsers of the SLURM watcher: `slurm watch` (a tick, once or every S seconds)
 and `slurm watch register` (adopt an existing job). Added under the `slurm` command by
-`cli_slurm.add_commands`."""
+`slurm.add_commands`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 import time
 
 from mcp_server.errors import InvalidInput
-from mcp_server.faces.cli_base import (
+from mcp_server.faces.cli.commands import (
     WORKSPACE_HELP,
     Outcome,
     Subparsers,
