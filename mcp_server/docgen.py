@@ -75,6 +75,7 @@ def flag_rows(parser: argparse.ArgumentParser) -> list[tuple[object, ...]]:
 
 
 def cli_reference() -> str:
+    from mcp_server.faces.cli.flags import populate_all
     from mcp_server.faces.cli.main import build_parser
     from mcp_server.skills.cli import skills_parser
 
@@ -88,7 +89,7 @@ def cli_reference() -> str:
         "[agents](../agents.md). The MCP tool of each operation: [mcp.md](mcp.md).",
         "",
     ]
-    found = list(commands(build_parser()))
+    found = list(commands(populate_all(build_parser())))
     found += [(("skills", *words), p, a) for words, p, a in commands(skills_parser())]
     lines += table(
         ("command", "what it does"),

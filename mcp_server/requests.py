@@ -28,6 +28,8 @@ from mcp_server.values import (
 # What a person at the command line gets when they name neither a branch nor a commit (the
 # documented default). An agent is never given a default: the MCP face asks the user.
 DEFAULT_BRANCH = "main"
+# The longest `stop` waits after SIGTERM before it reports (or SIGKILLs, with kill).
+MAX_GRACE_S = 3600.0
 
 
 class Request(BaseModel):
@@ -49,8 +51,8 @@ class InstallRequest(Request):
         description="The commit the user confirmed for `branch`: refused, changing nothing, "
         "when the branch no longer points at it.",
     )
-    create_env: bool = False
-    extras: tuple[ExtraName, ...] = ()
+    create_env: bool = Field(False, description="Create the virtual environment if it is missing.")
+    extras: tuple[ExtraName, ...] = Field((), max_length=16, description="Engine extras.")
     wheel: WheelPath | None = Field(None, description="A reviewed wheel to install exactly.")
     sha256: WheelSha256 | None = Field(None, description="The reviewed wheel's sha256.")
     require_pinned: bool = Field(
@@ -176,14 +178,22 @@ class ListQuery(Request):
 class StopRequest(Request):
     experiment_id: ExperimentId
     workspace: WorkspacePath
-    kill: bool = Field(False, description="SIGKILL the engine's process group after the grace.")
-    grace: float = Field(30.0, description="Seconds to wait after SIGTERM (0 to 3600).")
+    kill: bool = Field(
+        False, description="SIGKILL the engine's process group if it still runs after the grace."
+    )
+    grace: float = Field(
+        30.0,
+        description=f"Seconds to wait after SIGTERM (0 to {MAX_GRACE_S:g}).",
+        json_schema_extra={"ge": 0, "le": MAX_GRACE_S},
+    )
 
     @model_validator(mode="after")
     def _grace_bounded(self) -> StopRequest:
-        if not 0 <= self.grace <= 3600:
+        if not 0 <= self.grace <= MAX_GRACE_S:
             raise InvalidInput(
-                "validate", f"grace {self.grace:g} s is out of range", "pass 0 to 3600 seconds"
+                "validate",
+                f"grace {self.grace:g} s is out of range",
+                f"pass 0 to {MAX_GRACE_S:g} seconds",
             )
         return self
 
@@ -193,8 +203,14 @@ class LogsQuery(Request):
 
     experiment_id: ExperimentId
     workspace: WorkspacePath
-    attempt: int | None = Field(None, description="Attempt number of the attempts ledger.")
-    trial: int | None = Field(None, description="Trial index of the engine (from 0).")
+    attempt: int | None = Field(
+        None,
+        description="Attempt number of the attempts ledger (default: the last attempt).",
+        json_schema_extra={"ge": 1},
+    )
+    trial: int | None = Field(
+        None, description="Trial index of the engine (from 0).", json_schema_extra={"ge": 0}
+    )
     follow: bool = Field(False, description="Keep printing the log as it grows (command line).")
 
     @model_validator(mode="after")

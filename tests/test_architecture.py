@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from mcp.client import Client
 
+from mcp_server.faces.cli.flags import populate_all
 from mcp_server.faces.cli.main import build_parser
 from mcp_server.faces.registry import ROWS
 from mcp_server.faces.server import server
@@ -157,7 +158,7 @@ def cli_commands(
     A group that takes no flags of its own ("slurm") is not a command; one that does
     ("slurm watch --once" beside "slurm watch register") is."""
     found: dict[str, argparse.ArgumentParser] = {}
-    for name, child in _subcommands(parser or build_parser()).items():
+    for name, child in _subcommands(parser or populate_all(build_parser())).items():
         full = f"{prefix}{name}"
         nested = cli_commands(child, f"{full} ")
         if not nested or cli_fields(child):

@@ -40,7 +40,7 @@ class RecreateRequest(Request):
     experiment_id: ExperimentId
     workspace: WorkspacePath
     python: TargetPath = Field(description="The separate environment to install the engine into.")
-    create_env: bool = False
+    create_env: bool = Field(False, description="Create the virtual environment if it is missing.")
 
 
 class RecreateResult(BaseModel):

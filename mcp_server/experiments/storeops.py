@@ -24,9 +24,14 @@ from mcp_server.values import ExperimentId, TargetPath, WorkspacePath
 
 
 class StoreRequest(Request):
-    action: Literal["list", "verify", "keep", "gc"]
+    action: Literal["list", "verify", "keep", "gc"] = Field(
+        description="list the entries, verify each against its hash, keep an experiment's bound "
+        "closure, or gc what no binding of keep_bound refers to."
+    )
     keep_bound: tuple[WorkspacePath, ...] = Field(
-        (), description="gc: keep every wheel a binding in these workspaces refers to."
+        (),
+        description="gc: keep every wheel a binding in these workspaces refers to.",
+        json_schema_extra={"max_length": 64},
     )
     experiment_id: ExperimentId | None = Field(
         None, description="keep: the experiment whose bound closure is packed into the store."

@@ -84,6 +84,15 @@ def started_resources(started: StartedEngine, workspace: WorkspacePath) -> dict[
     ).model_dump()
 
 
+def started_reply(request: Any, started: StartedEngine) -> dict[str, Any]:
+    """What a launch's or resume's reply adds: the server reaps the detached engine (it
+    outlives the engines it starts), and the reply names the started attempt's resources."""
+    from mcp_server.faces.mcp_runtime import reap
+
+    reap(started.pid)
+    return started_resources(started, request.workspace)
+
+
 class AttemptsLedger(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 

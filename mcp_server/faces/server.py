@@ -11,7 +11,6 @@ the core sends git, uv and engine output to log files or captures it, and loggin
 
 from __future__ import annotations
 
-import importlib
 import logging
 import sys
 
@@ -26,21 +25,12 @@ from mcp_server.faces.mcp_runtime import (
     tidy_descriptions,
 )
 
-# Every module that registers tools, in the order they are listed.
-TOOL_MODULES = (
-    "tools_engine",
-    "tools_experiments",
-    "tools_report",
-    "tools_slurm",
-    "tools_slurm_watch",
-    "tools_store",
-)
-
 
 def register_tools_and_resources() -> None:
-    for name in TOOL_MODULES:
-        importlib.import_module(f"mcp_server.faces.{name}")
     from mcp_server.faces.mcp_resources import register
+    from mcp_server.faces.mcp_tools import register_tools
+
+    register_tools()  # one tool per row of the registry (faces/mcp_tools.py)
 
     forbid_unknown_arguments(server)
     register(server)  # the resource templates (faces/mcp_resources.py)

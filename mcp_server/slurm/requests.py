@@ -41,11 +41,22 @@ class SubmitRequest(Request):
     max_allocations: str = Field(
         DEFAULT_MAX_ALLOCATIONS,
         description="Allocations in all, counting the first (cap 3: generations 0, 1, 2).",
+        json_schema_extra={"min_length": 1, "max_length": 40},
     )
-    time: str | None = Field(None, description="SLURM time limit, e.g. 30, 2:00:00, 1-12.")
-    partition: str | None = Field(None, description="SLURM partition (default: the cluster's).")
+    time: str | None = Field(
+        None,
+        description="SLURM time limit, e.g. 30, 2:00:00, 1-12.",
+        json_schema_extra={"max_length": 20},
+    )
+    partition: str | None = Field(
+        None,
+        description="SLURM partition (default: the cluster's).",
+        json_schema_extra={"max_length": 64},
+    )
     sbatch_args: tuple[str, ...] = Field(
-        (), description="Extra sbatch options, each one `--name` or `--name=value`."
+        (),
+        description="Extra sbatch options, each one `--name` or `--name=value`.",
+        json_schema_extra={"max_length": 32, "item_max_length": 200},
     )
 
     @field_validator("max_allocations")

@@ -48,7 +48,9 @@ DEFAULT_PENDING_AFTER_S = 3600
 class WatchRequest(Request):
     workspace: WorkspacePath
     pending_after: int = Field(
-        DEFAULT_PENDING_AFTER_S, description="Seconds a job may wait before it is reported."
+        DEFAULT_PENDING_AFTER_S,
+        description="Seconds a job may wait before it is reported.",
+        json_schema_extra={"ge": 0},
     )
     once: bool = Field(False, description="One tick, then exit.")
     interval: float | None = Field(None, description="Seconds between ticks, until interrupted.")

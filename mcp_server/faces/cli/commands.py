@@ -1,5 +1,6 @@
 """What every command-line area module shares: the outcome of a command, how an operation's
-request is built from the flags of the same name and run, and the common flags."""
+subcommand is made from its row and its request built from the flags of the same name and run,
+and the parser class of every command."""
 
 from __future__ import annotations
 
@@ -7,14 +8,17 @@ import argparse
 import inspect
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
 from pydantic import BaseModel
 
 from mcp_server.errors import InvalidInput
+from mcp_server.faces.cli.flags import LazySubParsers, add_flags
 from mcp_server.faces.cli.progress import CliProgress
-from mcp_server.faces.registry import ALWAYS, COMMON_CODES, ExitCodes, row
+from mcp_server.faces.registry import ALWAYS, COMMON_CODES, ExitCodes, Row, load_named, row
+from mcp_server.faces.registry.fields import build_request
 from mcp_server.requests import DEFAULT_BRANCH
 from mcp_server.source.config import effective_profile, project_path
 from mcp_server.source.profile import EngineProfile
@@ -74,7 +78,7 @@ def run_operation(args: argparse.Namespace) -> Outcome:
     """Build the operation's request from the flags, run it, render it (its row's renderer and
     exit-code rule)."""
     operation = row(args.operation)
-    request = operation.request(**request_fields(args, operation.request))
+    request = build_request(operation.request, request_fields(args, operation.request))
     if "progress" in inspect.signature(operation.run).parameters:  # install, launch, resume
         progress = CliProgress(enabled=not args.json and not getattr(args, "detach", False))
         try:
@@ -143,28 +147,41 @@ def _parser(
     return p
 
 
-def add_operation(
-    sub: Subparsers, command: str, aliases: tuple[str, ...] = ()
-) -> argparse.ArgumentParser:
-    """The subcommand of operation `command` (its row in `faces/registry/` gives the help:
-    summary, paragraph, example and every exit code it can return), run by `run_operation`.
-    A command of words ("slurm submit") is added as its last word under `sub`. The exit codes
-    depend on the request's fields, so the epilog is written when help is asked for
-    (`Parser.format_help`): building the parser imports no request of another area."""
-    op = row(command)
-    name = command.split()[-1]
-    p = _parser(sub, name, op.summary, op.description, None, (), aliases)
-    p.set_defaults(handler=run_operation, operation=command)
-    p.operation = command  # type: ignore[attr-defined]
+def add_operation(sub: Subparsers, op: Row) -> argparse.ArgumentParser:
+    """The subcommand of operation `op`: its row gives the help (summary, paragraph, example and
+    every exit code it can return) and its flags (made from the request when the command is
+    parsed: `flags.LazySubParsers`); `run_operation` runs it, or the row's own handler. A
+    command of words ("slurm submit") is added as its last word under `sub`."""
+    name = op.command.split()[-1]
+    p = _parser(sub, name, op.summary, op.description, None, (), op.aliases)
+    handler = run_operation if op.handler is None else load_named(op.handler)
+    p.set_defaults(handler=handler, operation=op.command)
+    assert isinstance(p, Parser)
+    p.pending = lambda parser: _operation_flags(parser, op)
     return p
+
+
+def _operation_flags(parser: argparse.ArgumentParser, op: Row) -> None:
+    add_flags(parser, op)
+    parser.epilog = help_epilog(op.example, op.exit_codes())
 
 
 class Parser(argparse.ArgumentParser):
     """The command line's parsers: usage errors as one JSON document on stdout too, when
-    --json was asked for; an operation's epilog (example, exit codes) from its row."""
+    --json was asked for; flags added when the command is parsed or its help is asked for
+    (`pending`: an operation's flags and epilog from its row, made from its request)."""
 
     json_errors = False
-    operation: str | None = None
+    pending: Callable[[argparse.ArgumentParser], None] | None = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.register("action", "parsers", LazySubParsers)
+
+    def populate(self) -> None:
+        if self.pending is not None:
+            pending, self.pending = self.pending, None
+            pending(self)
 
     def error(self, message: str) -> NoReturn:
         if self.json_errors:
@@ -173,27 +190,5 @@ class Parser(argparse.ArgumentParser):
         super().error(message)
 
     def format_help(self) -> str:
-        if self.operation is not None and self.epilog is None:
-            op = row(self.operation)
-            self.epilog = help_epilog(op.example, op.exit_codes())
+        self.populate()
         return super().format_help()
-
-
-def add_profile_flags(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group(
-        "engine profile (flags > --profile FILE > $AUTOML_SETUP_PROFILE > the project file "
-        "[tool.automl-setup] or automl-setup.toml > the built-in default)"
-    )
-    group.add_argument("--profile", type=Path, help="TOML profile file")
-    group.add_argument("--repository", help="git URL: https://, ssh://, git@host:path, file://")
-    group.add_argument("--subdirectory", help="path of the engine package in the repository")
-    group.add_argument("--distribution", help="distribution name the wheel must have")
-    group.add_argument("--requirement", help="version specifier the wheel must satisfy")
-
-
-def add_json(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-
-
-PYTHON_HELP = "interpreter or venv directory (default: the project file's, else $VIRTUAL_ENV)"
-WORKSPACE_HELP = "directory of experiments (default: the project file's workspace)"

@@ -14,7 +14,9 @@ SHELLS = ("bash", "zsh")
 def cmd_completion(args: argparse.Namespace) -> Outcome:
     import shtab  # ~28 ms: only the completion command needs it
 
-    script: str = shtab.complete(args.root_parser, shell=args.shell)
+    from mcp_server.faces.cli.flags import populate_all
+
+    script: str = shtab.complete(populate_all(args.root_parser), shell=args.shell)
     return Outcome({"shell": args.shell, "script": script}, script.rstrip("\n"))
 
 

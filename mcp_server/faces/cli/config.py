@@ -7,14 +7,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from mcp_server.faces.cli.commands import (
-    PYTHON_HELP,
-    Outcome,
-    Subparsers,
-    add_command,
-    add_json,
-    add_profile_flags,
-)
+from mcp_server.faces.cli.commands import Outcome, Subparsers, add_command
+from mcp_server.faces.cli.flags import FALLBACK, add_json, add_profile_flags
 from mcp_server.faces.render.source import settings_text
 from mcp_server.source.config import effective_settings
 
@@ -47,11 +41,15 @@ def add_commands(sub: Subparsers) -> None:
         "print the engine profile, python and workspace a command here would use",
         example="automl-setup config show --json",
         description="Print the engine profile, target environment and workspace a command run "
-        "in this directory would use, and the source of each: flags > $AUTOML_SETUP_PROFILE > "
+        "in this directory would use, and the source of each: flags > --profile FILE > "
+        "$AUTOML_SETUP_PROFILE > "
         "the project file (automl-setup.toml, or [tool.automl-setup] in pyproject.toml, "
         "searched from here upward) > the built-in default.",
     )
-    show.add_argument("--python", help=PYTHON_HELP)
+    show.add_argument(
+        "--python",
+        help=f"interpreter or venv directory (default: {FALLBACK['python']})",
+    )
     show.add_argument("--workspace", help="directory of experiments")
     add_profile_flags(show)
     add_json(show)

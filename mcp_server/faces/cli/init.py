@@ -7,7 +7,8 @@ import argparse
 from pathlib import Path
 
 from mcp_server.bundle.ownership import AGENTS
-from mcp_server.faces.cli.commands import Outcome, Subparsers, add_command, add_json
+from mcp_server.faces.cli.commands import Outcome, Subparsers, add_command
+from mcp_server.faces.cli.flags import add_json
 
 ENGINE_FIELDS = ("repository", "subdirectory", "distribution", "requirement")
 

@@ -14,23 +14,39 @@ from pydantic import BaseModel
 
 from mcp_server import __version__
 from mcp_server.errors import ExitCode, SetupError
-from mcp_server.faces.cli import (
-    completion,
-    config,
-    engine,
-    experiments,
-    init,
-    report,
-    slurm,
-    store,
-)
-from mcp_server.faces.cli.commands import Outcome, Parser, add_command
-from mcp_server.faces.registry import INTERRUPTED, PIPE_CLOSED
+from mcp_server.faces.cli import completion, config, init, slurm
+from mcp_server.faces.cli.commands import Outcome, Parser, Subparsers, add_command, add_operation
+from mcp_server.faces.registry import INTERRUPTED, PIPE_CLOSED, ROWS
 from mcp_server.redact import redact_text
 
-# Every module that adds operation subcommands (`add_commands`), in --help order. Operations run
-# the same way (commands.run_operation); the demo, `init` and `config show` have their own.
-COMMAND_MODULES = (init, engine, experiments, report, config, store, slurm, completion)
+# The groups an operation of several words is added under: the `slurm` command, and `slurm
+# watch`, an operation of its own (`slurm watch register` below it): (dest, required, metavar).
+GROUPS = {
+    ("slurm",): ("slurm_command", True, "SUBCOMMAND"),
+    ("slurm", "watch"): ("watch_command", False, "register"),
+}
+
+
+def add_operations(sub: Subparsers) -> None:
+    """Every operation's subcommand, in the registry's order (`faces/registry/`), each under its
+    group; then the `slurm` commands of the command line only."""
+    parsers: dict[tuple[str, ...], argparse.ArgumentParser] = {}
+    groups: dict[tuple[str, ...], Subparsers] = {(): sub}
+
+    def group(words: tuple[str, ...]) -> Subparsers:
+        if words not in groups:
+            if words not in parsers:  # a group that is no operation: the `slurm` command
+                parsers[words] = slurm.add_group(group(words[:-1]))
+            dest, required, metavar = GROUPS[words]
+            groups[words] = parsers[words].add_subparsers(
+                dest=dest, required=required, metavar=metavar
+            )
+        return groups[words]
+
+    for op in ROWS:
+        words = tuple(op.command.split())
+        parsers[words] = add_operation(group(words[:-1]), op)
+    slurm.add_commands(group(("slurm",)))
 
 
 def cmd_demo(args: argparse.Namespace) -> Outcome:
@@ -54,9 +70,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"automl-setup {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    for area in COMMAND_MODULES:
-        area.add_commands(sub)
+    init.add_commands(sub)
+    add_operations(sub)
+    config.add_commands(sub)
+    completion.add_commands(sub)
 
     p = add_command(
         sub, "demo", "the whole story on the embedded reference engine",

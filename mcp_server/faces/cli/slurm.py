@@ -1,42 +1,26 @@
-"""Command-line parsers of the SLURM controller: `automl-setup slurm submit|status|cancel`
-(operations), `slurm render` (the script submit would write, for review) and `slurm gate` (run
-by the batch script on every allocation). The watcher's `slurm watch ...` subcommands are added
-by `slurm_watch.add_commands(slurm_sub)`, its own module (the hook below)."""
+"""The `slurm` command: the group its operations (`slurm submit|status|cancel|watch`, from their
+rows) are added under, and the commands of the command line only: `slurm render` (the script
+submit would write, for review, with submit's own flags) and `slurm gate` (run by the batch
+script on every allocation)."""
 
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 from pathlib import Path
 
 from mcp_server.errors import ExitCode, InvalidInput, SetupError
-from mcp_server.faces.cli.commands import (
-    PYTHON_HELP,
-    WORKSPACE_HELP,
-    Outcome,
-    Subparsers,
-    add_command,
-    add_json,
-    add_operation,
-)
+from mcp_server.faces.cli.commands import Outcome, Parser, Subparsers, add_command
+from mcp_server.faces.cli.flags import add_fields
+from mcp_server.faces.registry import row
 from mcp_server.slurm.template import EXIT_IDENTITY
 
-WATCH_MODULE = "mcp_server.faces.cli.slurm_watch"
+# The flags of `slurm submit` that the script depends on: `render` takes them too.
+RENDERED = ("manifest", "workspace", "python", "max_allocations")
 
 
-def _submit_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--manifest", required=True, help="experiment manifest (YAML or JSON)")
-    p.add_argument("--workspace", help=WORKSPACE_HELP)
-    p.add_argument("--python", help=PYTHON_HELP)
-    p.add_argument(
-        "--max-allocations", default="3", metavar="N",
-        help="allocations in all, the first included (default 3: generations 0, 1, 2)",
-    )  # fmt: skip
-
-
-def add_commands(sub: Subparsers) -> None:
-    slurm = add_command(
+def add_group(sub: Subparsers) -> argparse.ArgumentParser:
+    """The `slurm` command, under which its operations' subcommands are added."""
+    return add_command(
         sub, "slurm", "run an experiment across SLURM allocations",
         description="Run an experiment across SLURM allocations: submit binds it like launch "
         "and submits a controller job that requeues itself, each allocation gated on the "
@@ -44,37 +28,18 @@ def add_commands(sub: Subparsers) -> None:
         example="automl-setup slurm submit --manifest m.yaml --workspace runs --python "
         ".venv-train --time 1:00:00",
     )  # fmt: skip
-    slurm_sub = slurm.add_subparsers(dest="slurm_command", required=True, metavar="SUBCOMMAND")
 
-    p = add_operation(slurm_sub, "slurm submit")
-    _submit_flags(p)
-    p.add_argument("--time", help="time limit (minutes, H:MM:SS, D-HH)")
-    p.add_argument("--partition", help="partition (default: the cluster's)")
-    p.add_argument(
-        "--sbatch-arg", dest="sbatch_args", action="append", default=[], metavar="--OPT[=V]",
-        help="extra sbatch option, one argv element each (repeatable)",
-    )  # fmt: skip
-    add_json(p)
 
-    p = add_operation(slurm_sub, "slurm status")
-    p.add_argument("--experiment-id", required=True, help="exact experiment id")
-    p.add_argument("--workspace", help=WORKSPACE_HELP)
-    add_json(p)
-
-    p = add_operation(slurm_sub, "slurm cancel")
-    p.add_argument("--experiment-id", required=True, help="exact experiment id")
-    p.add_argument("--workspace", help=WORKSPACE_HELP)
-    p.add_argument("--approve", action="store_true", help="the user said yes")
-    add_json(p)
-
+def add_commands(slurm_sub: Subparsers) -> None:
+    """`slurm render` and `slurm gate`: commands of the command line only."""
     p = add_command(
         slurm_sub, "render", "print the batch script submit would write",
         description="Print (or write to a new file) the controller batch script that submit "
         "would write for these flags, for review; nothing is bound or submitted.",
         example="automl-setup slurm render --manifest m.yaml --workspace runs --python .venv",
     )  # fmt: skip
-    _submit_flags(p)
-    p.add_argument("--output", type=Path, help="write it to this new file instead")
+    assert isinstance(p, Parser)
+    p.pending = _render_flags
     p.set_defaults(handler=cmd_render, json=False)
 
     p = add_command(
@@ -87,7 +52,7 @@ def add_commands(sub: Subparsers) -> None:
         codes=((EXIT_IDENTITY, "the node's engine is not the bound build (never requeued)"),),
     )  # fmt: skip
     p.add_argument("--experiment-id", required=True, help="exact experiment id")
-    p.add_argument("--workspace", help=WORKSPACE_HELP)
+    p.add_argument("--workspace", help="directory of experiments")
     p.add_argument("--python", required=True, help="this node's environment of the engine")
     p.add_argument("--generation", required=True, type=int, help="this allocation's number")
     p.add_argument("--cap", required=True, type=int, help="allocations in all")
@@ -97,9 +62,11 @@ def add_commands(sub: Subparsers) -> None:
     p.add_argument("--exhausted", action="store_true", help="the allocations are used up")
     p.set_defaults(handler=cmd_gate, json=False)
 
-    # The watcher's subcommands live in their own module; it adds them here when it exists.
-    if importlib.util.find_spec(WATCH_MODULE) is not None:
-        importlib.import_module(WATCH_MODULE).add_commands(slurm_sub)
+
+def _render_flags(parser: argparse.ArgumentParser) -> None:
+    op = row("slurm submit")
+    add_fields(parser, op, only=RENDERED)
+    parser.add_argument("--output", type=Path, help="write it to this new file instead")
 
 
 def cmd_render(args: argparse.Namespace) -> Outcome:

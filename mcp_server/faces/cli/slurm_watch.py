@@ -1,6 +1,5 @@
-"""Command-line parsers of the SLURM watcher: `slurm watch` (a tick, once or every S seconds)
-and `slurm watch register` (adopt an existing job). Added under the `slurm` command by
-`slurm.add_commands`."""
+"""The command line's own handler of `slurm watch`: a tick once, or one every --interval seconds
+until interrupted (its flags and `slurm watch register`'s come from their requests)."""
 
 from __future__ import annotations
 
@@ -9,38 +8,7 @@ import sys
 import time
 
 from mcp_server.errors import InvalidInput
-from mcp_server.faces.cli.commands import (
-    WORKSPACE_HELP,
-    Outcome,
-    Subparsers,
-    add_json,
-    add_operation,
-    run_operation,
-)
-
-
-def add_commands(slurm_sub: Subparsers) -> None:
-    p = add_operation(slurm_sub, "slurm watch")
-    # Not required here: `slurm watch register --workspace W` parses its own (argparse checks
-    # the parent's required flags too); the handler insists instead.
-    p.add_argument("--workspace", help="directory of experiments (its registry)")
-    p.add_argument("--once", action="store_true", help="one tick, then exit")
-    p.add_argument("--interval", type=float, help="seconds between ticks, until interrupted")
-    p.add_argument(
-        "--pending-after",
-        type=int,
-        default=3600,
-        help="seconds a job may wait before it is reported (default 3600)",
-    )
-    add_json(p)
-    p.set_defaults(handler=watch)
-
-    sub = p.add_subparsers(dest="watch_command", metavar="register")
-    r = add_operation(sub, "slurm watch register")
-    r.add_argument("--job-id", required=True, help="the id sbatch printed")
-    r.add_argument("--experiment-id", required=True, help="the experiment the job runs")
-    r.add_argument("--workspace", help=WORKSPACE_HELP)
-    add_json(r)
+from mcp_server.faces.cli.commands import Outcome, run_operation
 
 
 def watch(args: argparse.Namespace) -> Outcome:

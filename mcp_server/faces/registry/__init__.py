@@ -21,8 +21,10 @@ from mcp_server.faces.registry.row import (
     LOCAL_READ,
     PIPE_CLOSED,
     ExitCodes,
+    Flag,
     Hints,
     Row,
+    Tool,
     load_named,
 )
 
@@ -34,8 +36,10 @@ __all__ = [
     "PIPE_CLOSED",
     "ROWS",
     "ExitCodes",
+    "Flag",
     "Hints",
     "Row",
+    "Tool",
     "load_named",
     "row",
     "tool_name",

@@ -3,7 +3,7 @@ history."""
 
 from __future__ import annotations
 
-from mcp_server.faces.registry.row import LOCAL_READ, Hints, Row, healthy, own_exit_code
+from mcp_server.faces.registry.row import LOCAL_READ, Flag, Hints, Row, Tool, healthy, own_exit_code
 from mcp_server.requests import DEFAULT_BRANCH
 from mcp_server.source.profile import (
     DEFAULT_DISTRIBUTION,
@@ -29,6 +29,11 @@ ROWS: tuple[Row, ...] = (
         "automl-setup resolve --branch dev/my-feature",
         "Resolve a branch to a commit",
         Hints(read_only=True, destructive=False, idempotent=True, open_world=True),
+        flags={"branch": Flag(default=DEFAULT_BRANCH)},
+        mcp=Tool(
+            "Resolve exactly refs/heads/<branch> of the engine repository to a full commit id (a "
+            "tag or a missing branch is an error). Installs nothing; show the user the commit.",
+        ),
     ),
     Row(
         "branches",
@@ -44,6 +49,10 @@ ROWS: tuple[Row, ...] = (
         "automl-setup branches --with-subdirectory",
         "List the engine repository's branches",
         Hints(read_only=True, destructive=False, idempotent=True, open_world=True),
+        mcp=Tool(
+            "List the branches (refs/heads/*) of the engine repository with their commits, to "
+            "offer the user real choices; the user picks one, never you. Installs nothing.",
+        ),
     ),
     Row(
         "install",
@@ -64,8 +73,24 @@ ROWS: tuple[Row, ...] = (
         "Install the engine from source",
         # Replaces the installed engine; a branch may have moved since the last call; fetches.
         Hints(read_only=False, destructive=True, idempotent=False, open_world=True),
-        why="with neither branch nor commit, the command line installs main (its documented "
-        "default) while the MCP tool asks the user: an agent never picks a branch",
+        flags={
+            "branch": Flag(help=f"branch to resolve and install (default: {DEFAULT_BRANCH})"),
+            "expect_commit": Flag(metavar="COMMIT"),
+            "extras": Flag(name="--extra", metavar="NAME"),
+        },
+        exclusive=(("branch", "commit", "wheel"),),
+        why="with neither branch, commit nor wheel, the command line installs main (its "
+        "documented default) while the MCP tool asks the user: an agent never picks a branch",
+        mcp=Tool(
+            "Install the engine from source at an exact commit into `python`: resolve, fetch, "
+            "build a reproducible wheel, check it, install it, verify it against RECORD, and "
+            "record it. Or, with wheel and sha256, install that reviewed wheel exactly (origin "
+            'reviewed-wheel). Without branch, commit or wheel the user is asked "main, or which '
+            'development branch?". Pass the commit the user confirmed as expect_commit with the '
+            "branch. On any failure the previous engine and its record stay exactly as they were.",
+            steps="mcp_server.environment.install:STEPS",
+            asks_branch=True,
+        ),
     ),
     Row(
         "verify",
@@ -83,6 +108,11 @@ ROWS: tuple[Row, ...] = (
         "Verify the engine against its record",
         LOCAL_READ,
         exit_rule=own_exit_code,
+        mcp=Tool(
+            "Verify the engine installed in `python` against its record (direct_url.json commit, "
+            "RECORD hashes, identity digest); with experiment_id and workspace, also compare it "
+            "field by field with the exact build that experiment is bound to.",
+        ),
     ),
     Row(
         "diagnose",
@@ -99,6 +129,11 @@ ROWS: tuple[Row, ...] = (
         "Diagnose the engine installation",
         LOCAL_READ,
         exit_rule=healthy,
+        mcp=Tool(
+            "Explain what is (not) installed in `python`: the core engine, look-alike packages "
+            "that do not provide it, the state of its record, and the commands that install it "
+            "from source.",
+        ),
     ),
     Row(
         "repair",
@@ -115,6 +150,11 @@ ROWS: tuple[Row, ...] = (
         "Repair an interrupted install",
         # Rolls the environment back; a second call finds nothing to repair.
         Hints(read_only=False, destructive=True, idempotent=True, open_world=False),
+        mcp=Tool(
+            "Roll back an install into `python` that was killed halfway (or finish one whose "
+            "record was already written), so the previous engine is back exactly; says so when "
+            "there is nothing to repair. Refused while an install is running.",
+        ),
     ),
     Row(
         "history",
@@ -129,5 +169,8 @@ ROWS: tuple[Row, ...] = (
         "automl-setup history --python .venv-train",
         "Install history of an environment",
         LOCAL_READ,
+        mcp=Tool(
+            "Every install of the engine into the environment and every rollback, oldest first.",
+        ),
     ),
 )

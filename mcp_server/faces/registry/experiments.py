@@ -6,8 +6,10 @@ from __future__ import annotations
 from mcp_server.faces.registry.row import (
     LOCAL_READ,
     ExitCodes,
+    Flag,
     Hints,
     Row,
+    Tool,
     all_readable,
     engine_exit_code,
     own_exit_code,
@@ -19,6 +21,9 @@ ENGINE_EXIT: ExitCodes = (
     ("N", "in the foreground: the engine's own exit code (143: stopped by SIGTERM, its state "
      "saved; resume it)"),
 )  # fmt: skip
+# What a started engine's reply adds on the MCP face: the resource URIs of its attempt.
+STARTED_AFTER = "mcp_server.faces.mcp_resources:started_reply"
+STARTED_EXTRA = "mcp_server.faces.mcp_resources:StartedResources"
 DETACHED = "an MCP call always returns at once (detached); the command line can wait"
 
 ROWS: tuple[Row, ...] = (
@@ -41,6 +46,14 @@ ROWS: tuple[Row, ...] = (
         codes=ENGINE_EXIT,
         cli_only=frozenset({"detach"}),
         why=DETACHED,
+        mcp=Tool(
+            "Start a new experiment bound to the verified engine in `python`, detached. Returns "
+            "at once with the engine's pid, log path and binding path; follow it with "
+            "status_experiment.",
+            fixed={"detach": True},
+            after=STARTED_AFTER,
+            extra=STARTED_EXTRA,
+        ),
     ),
     Row(
         "resume",
@@ -63,6 +76,15 @@ ROWS: tuple[Row, ...] = (
         codes=ENGINE_EXIT,
         cli_only=frozenset({"detach"}),
         why=DETACHED,
+        mcp=Tool(
+            "Resume the experiment with exactly this id on exactly the engine build it is bound "
+            "to, detached. Any difference refuses with the field-level diff and the commands that "
+            "recreate the bound engine in a separate environment; nothing is installed or "
+            "upgraded.",
+            fixed={"detach": True},
+            after=STARTED_AFTER,
+            extra=STARTED_EXTRA,
+        ),
     ),
     Row(
         "status",
@@ -79,6 +101,10 @@ ROWS: tuple[Row, ...] = (
         "automl-setup status --experiment-id ID --workspace runs",
         "Experiment status",
         LOCAL_READ,
+        mcp=Tool(
+            "State, trials done, best trial and bound engine of one experiment, read from its "
+            "ledger.",
+        ),
     ),
     Row(
         "list",
@@ -94,6 +120,10 @@ ROWS: tuple[Row, ...] = (
         "List experiments",
         LOCAL_READ,
         exit_rule=all_readable,
+        aliases=("experiments",),
+        mcp=Tool(
+            "Every experiment launched by automl-setup in the workspace, with its status.",
+        ),
     ),
     Row(
         "stop",
@@ -112,6 +142,12 @@ ROWS: tuple[Row, ...] = (
         # Ends a running engine (it saves its state); a second call finds nothing running.
         Hints(read_only=False, destructive=True, idempotent=False, open_world=False),
         exit_rule=stopped,
+        flags={"grace": Flag(metavar="S")},
+        mcp=Tool(
+            "SIGTERM to the engine automl-setup started for this experiment (checked by pid and "
+            "start time: a reused pid is never signalled), then wait up to `grace` seconds for it "
+            "to save and exit, and report what its ledger says. resume_experiment continues it.",
+        ),
     ),
     Row(
         "logs",
@@ -127,8 +163,15 @@ ROWS: tuple[Row, ...] = (
         "automl-setup logs --experiment-id ID --workspace runs --trial 3",
         "Tail of an experiment's log",
         LOCAL_READ,
+        flags={"attempt": Flag(metavar="N"), "trial": Flag(metavar="N")},
+        exclusive=(("attempt", "trial"),),
+        handler="mcp_server.faces.cli.experiments:run_logs",
         cli_only=frozenset({"follow"}),
         why="an MCP call returns the tail once; the command line can keep printing the log",
+        mcp=Tool(
+            "The last 64 KiB of the engine output of one attempt (the last one by default) or of "
+            "one trial, credentials masked: read it to see why something failed.",
+        ),
     ),
     Row(
         "report",
@@ -146,6 +189,11 @@ ROWS: tuple[Row, ...] = (
         # One new HTML file: an existing file with other bytes is refused; the same records
         # give the same file.
         Hints(read_only=False, destructive=False, idempotent=True, open_world=False),
+        mcp=Tool(
+            "Write the self-contained HTML report of one experiment (provenance card, attempts "
+            "timeline, optimisation history, trials, best trial) and return its content with the "
+            "file's path and sha256.",
+        ),
     ),
     Row(
         "store",
@@ -166,6 +214,17 @@ ROWS: tuple[Row, ...] = (
         # keep adds entries; gc removes every wheel no binding in keep_bound refers to.
         Hints(read_only=False, destructive=True, idempotent=True, open_world=False),
         exit_rule=own_exit_code,
+        flags={
+            "action": Flag(positional=True, help="what to do"),
+            "keep_bound": Flag(nargs="+", metavar="WORKSPACE"),
+        },
+        mcp=Tool(
+            "The content-addressed wheel store: list its entries, verify every entry's bytes "
+            "against its sha256, keep (with experiment_id and workspace) every member of the "
+            "experiment's bound dependency closure, packed from the environment that holds it, so "
+            "recreate_engine needs no index or repository; or gc: remove every wheel no binding "
+            "in the keep_bound workspaces refers to.",
+        ),
     ),
     Row(
         "recreate",
@@ -184,6 +243,13 @@ ROWS: tuple[Row, ...] = (
         # Into a separate environment only; a second call finds it installed, unchanged; may
         # fetch the bound commit when the store lacks the wheel.
         Hints(read_only=False, destructive=False, idempotent=True, open_world=True),
+        mcp=Tool(
+            "Install exactly the engine build the experiment is bound to into the separate "
+            "environment `python`: from the wheel store (offline) or by rebuilding the bound "
+            "commit (refused unless the wheel's sha256 is the bound one); then checked field by "
+            "field against the binding, so resume_experiment with that python is accepted.",
+            steps="mcp_server.environment.install:STEPS",
+        ),
     ),
     Row(
         "lock",
@@ -202,5 +268,10 @@ ROWS: tuple[Row, ...] = (
         # One new pylock.toml (other bytes at the path are refused); uv asks the index for each
         # bound version's files and hashes.
         Hints(read_only=False, destructive=False, idempotent=True, open_world=True),
+        mcp=Tool(
+            "Write the closure the experiment is bound to as a PEP 751 pylock.toml (the engine by "
+            "its stored wheel and sha256, every dependency at its bound version or commit), which "
+            "`uv pip sync` installs into a new environment.",
+        ),
     ),
 )

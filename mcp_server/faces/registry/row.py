@@ -4,8 +4,8 @@ codes every command shares."""
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel
@@ -75,9 +75,41 @@ def all_readable(result: Any) -> int:
 
 
 @dataclass(frozen=True)
+class Flag:
+    """How the command line spells one request field where the rule (`--field-name`, its
+    description as help, the request's default) does not fit."""
+
+    name: str | None = None  # `--extra` for `extras`
+    metavar: str | None = None
+    positional: bool = False
+    nargs: str | None = None  # "+": `--keep-bound A B`
+    default: Any = None  # the command line's own default (resolve: main)
+    help: str | None = None  # words of the command line's own (its default, its flag names)
+
+
+@dataclass(frozen=True)
+class Tool:
+    """The MCP tool's description, and how the tool departs from the request: fields it sets
+    itself (`detach=True`: a call returns at once), a hook adding fields to the reply
+    (`"module:function"`, with the model of those fields), whether it asks the user for the
+    branch (elicitation), and the steps of its progress notifications."""
+
+    description: str
+    fixed: Mapping[str, Any] = field(default_factory=dict)
+    after: str | None = None
+    extra: str | None = None
+    asks_branch: bool = False
+    steps: str | None = None  # the steps its progress counts through ("module:name")
+
+
+@dataclass(frozen=True)
 class Row:
     """One operation. `command` is also the operation's name (an `errors.Fix` names it);
-    `cli_only`/`mcp_only` are the request fields one face does not take, and `why`."""
+    `cli_only`/`mcp_only` are the request fields one face does not take, and `why`. Its
+    command's flags and its tool's arguments are made from the request's fields
+    (`faces/cli/flags.py`, `faces/mcp/tools.py`): `flags` and `exclusive` say where the
+    command line departs from the rule, `mcp` what the tool adds; `handler` names a command
+    line handler of its own (`logs --follow`), else `run_operation` runs it."""
 
     command: str
     tool: str
@@ -92,6 +124,11 @@ class Row:
     hints: Hints
     exit_rule: Callable[[Any], int] = always_ok
     codes: ExitCodes = ()
+    mcp: Tool = field(default_factory=lambda: Tool(""))  # every row gives its own
+    flags: Mapping[str, Flag] = field(default_factory=dict)
+    exclusive: tuple[tuple[str, ...], ...] = ()
+    handler: str | None = None
+    aliases: tuple[str, ...] = ()
     cli_only: frozenset[str] = frozenset()
     mcp_only: frozenset[str] = frozenset()
     why: str = ""

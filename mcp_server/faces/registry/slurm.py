@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from mcp_server.faces.registry.row import Hints, Row, own_exit_code
+from mcp_server.faces.registry.row import Flag, Hints, Row, Tool, own_exit_code
 
 RENDER = "mcp_server.faces.render"
 
@@ -25,8 +25,18 @@ ROWS: tuple[Row, ...] = (
         # since the first; asks the scheduler.
         Hints(read_only=False, destructive=False, idempotent=False, open_world=True),
         exit_rule=own_exit_code,
+        handler="mcp_server.faces.cli.slurm_watch:watch",
         cli_only=frozenset({"once", "interval"}),
         why="an MCP call is one tick; the command line can tick every --interval seconds",
+        mcp=Tool(
+            "One tick over the workspace's registered SLURM controller jobs: each job's scheduler "
+            "state, generation and its experiment's own status, and a receipt (also appended to "
+            "<workspace>/.automl-setup/slurm-receipts.jsonl) for everything that happened since "
+            "the last tick: state changes, generation boundaries, long waits, a job that ended "
+            "while its experiment is unfinished (with the resume command), conflicts, scheduler "
+            "or storage errors.",
+            fixed={"once": True},
+        ),
     ),
     Row(
         "slurm watch register",
@@ -43,6 +53,12 @@ ROWS: tuple[Row, ...] = (
         # One registry entry (a conflicting one is refused); the same job again is "already
         # registered"; asks the scheduler about the job.
         Hints(read_only=False, destructive=False, idempotent=True, open_world=True),
+        mcp=Tool(
+            "Adopt an existing SLURM job as the controller of an experiment of the workspace, so "
+            "that watch_slurm ticks over it. Refused, naming both sides: the job registered for "
+            "another experiment, a second live job for the same experiment, a job of another "
+            "user.",
+        ),
     ),
     Row(
         "slurm submit",
@@ -60,6 +76,17 @@ ROWS: tuple[Row, ...] = (
         "Submit an experiment to SLURM",
         # Binds a new experiment (an existing id is refused) and submits a job, each call.
         Hints(read_only=False, destructive=False, idempotent=False, open_world=True),
+        flags={
+            "max_allocations": Flag(metavar="N"),
+            "sbatch_args": Flag(name="--sbatch-arg", metavar="--OPT[=V]"),
+        },
+        mcp=Tool(
+            "Bind a new experiment to the verified engine in `python` exactly as "
+            "launch_experiment does, render its controller batch script into the experiment "
+            "folder and submit it with sbatch. Ask the user for the partition, time limit and "
+            "allocation cap, and for their yes, before calling this. Follow it with "
+            "status_slurm_job.",
+        ),
     ),
     Row(
         "slurm status",
@@ -74,6 +101,11 @@ ROWS: tuple[Row, ...] = (
         "automl-setup slurm status --experiment-id ID --workspace runs",
         "SLURM job of an experiment",
         Hints(read_only=True, destructive=False, idempotent=True, open_world=True),
+        mcp=Tool(
+            "The experiment's SLURM job: scheduler state (fixed vocabulary, with the pending "
+            "reason), generation (restart count), trials done and the newest attempts ledger "
+            "entry.",
+        ),
     ),
     Row(
         "slurm cancel",
@@ -89,5 +121,9 @@ ROWS: tuple[Row, ...] = (
         "Cancel the SLURM job of an experiment",
         # Ends the job; the experiment's state is saved and resumable.
         Hints(read_only=False, destructive=True, idempotent=False, open_world=True),
+        mcp=Tool(
+            "Cancel the experiment's SLURM job (scancel). Needs approve=true, given only after "
+            "the user said yes; the reply carries the command that resumes the experiment later.",
+        ),
     ),
 )
