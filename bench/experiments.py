@@ -51,11 +51,10 @@ from mcp_server.experiments.engine import engine_script
 from mcp_server.experiments.files import ExperimentFiles, controller_lock, lock_is_held
 from mcp_server.experiments.launch import launch_experiment
 from mcp_server.experiments.manifest import read_manifest
-from mcp_server.experiments.registry import register_experiment
+from mcp_server.experiments.registered import register_experiment
 from mcp_server.experiments.resume import resume_experiment
 from mcp_server.fsutil import exclusive_lock, read_json_lines
 from mcp_server.requests import InstallRequest, LaunchRequest, ResumeRequest
-from mcp_server.source.build import uv_version
 from mcp_server.source.profile import EngineProfile
 from mcp_server.source.sourcerepo import (
     DEFAULT_SUBDIRECTORY,
@@ -63,6 +62,7 @@ from mcp_server.source.sourcerepo import (
     SourceRepository,
     quadratic_manifest,
 )
+from mcp_server.source.wheelbuild import uv_version
 from mcp_server.values import ManifestPath
 
 ENGINE_CLI = "automl-refengine"

@@ -30,12 +30,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from mcp_server.source.build import uv_binary, uv_version
 from mcp_server.source.sourcerepo import (
     DEFAULT_SUBDIRECTORY,
     REFERENCE_DISTRIBUTION,
     SourceRepository,
 )
+from mcp_server.source.wheelbuild import uv_binary, uv_version
 
 MIB = 1 << 20
 FILE_MB = 8  # size of each random blob file

@@ -3,7 +3,7 @@ model (`mcp_server.requests`) and returning a result model. Both faces call exac
 CLI command and the MCP tool of its row in `faces/registry.py`), so what an operation means is
 decided here once: the install guard (transition rule 2) is wired in, `verify` adds the
 diagnosis when nothing is installed and compares with an experiment's binding when asked.
-Operations of other areas live in their area (`experiments/control.py`, `slurm/submit.py`, ...).
+Operations of other areas live in their area (`experiments/stop.py`, `slurm/submit.py`, ...).
 """
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ def branches(query: BranchesQuery) -> BranchListing:
 
 def install(request: InstallRequest, progress: Progress | None = None) -> InstallResult:
     from mcp_server.environment import install as installing
-    from mcp_server.experiments.registry import bound_experiments
+    from mcp_server.experiments.registered import bound_experiments
 
     return installing.install_engine(request, bound_experiments, progress or installing.no_progress)
 

@@ -25,13 +25,13 @@ def formats() -> dict[str, tuple[type[BaseModel], str]]:
     from mcp_server.bundle.ownership import InitRecord
     from mcp_server.experiments.attempts import AttemptEntry
     from mcp_server.experiments.binding import Binding
-    from mcp_server.experiments.registry import RegisteredExperiment
+    from mcp_server.experiments.registered import RegisteredExperiment
     from mcp_server.operations import ProvenanceReport
-    from mcp_server.report.build import ReportResult
+    from mcp_server.report.make import ReportResult
     from mcp_server.skills.report import SkillsReport
+    from mcp_server.slurm.jobregistry import JobRegistry
     from mcp_server.slurm.receipts import Receipt
-    from mcp_server.slurm.registry import JobRegistry
-    from mcp_server.slurm.watch import WatchMemory
+    from mcp_server.slurm.watcher import WatchMemory
 
     state = "`<environment>/.automl-setup/"
     experiment = "`<workspace>/<experiment id>/"

@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 
 from mcp_server.environment.wheelstore import STORE_ENV
-from mcp_server.source.build import uv_binary
 from mcp_server.source.sourcerepo import (
     REFERENCE_DISTRIBUTION,
     SourceRepository,
 )
+from mcp_server.source.wheelbuild import uv_binary
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

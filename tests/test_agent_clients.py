@@ -25,7 +25,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from mcp_server.faces.registry import ROWS
-from mcp_server.source.build import uv_binary
+from mcp_server.source.wheelbuild import uv_binary
 
 pytestmark = pytest.mark.slow
 CLIENTS_ENV, REQUIRE_ENV = "AUTOML_AGENT_CLIENTS", "AUTOML_REQUIRE_AGENT_CLIENTS"

@@ -22,9 +22,9 @@ from test_experiments import Experiment, Reaper, make_interrupted, subreaper, wr
 
 from mcp_server.environment.probe import probe_interpreter
 from mcp_server.faces.server import server
-from mcp_server.source.build import uv_binary
 from mcp_server.source.profile import tomllib
 from mcp_server.source.sourcerepo import SourceRepository
+from mcp_server.source.wheelbuild import uv_binary
 
 pytestmark = pytest.mark.slow
 DEPA, DEPB, IDX = "automl-fixture-depa", "automl-fixture-depb", "automl-fixture-idx"

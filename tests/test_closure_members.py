@@ -18,7 +18,7 @@ from mcp_server.environment.memberwheel import pack_installed, set_direct_url
 from mcp_server.environment.wheelstore import SIDECAR, WheelStore
 from mcp_server.errors import InvalidInput, SetupError
 from mcp_server.experiments.storeops import StoreRequest
-from mcp_server.source.build import record_hash, sha256_file
+from mcp_server.source.wheelbuild import record_hash, sha256_file
 from mcp_server.values import ExperimentId, WorkspacePath
 
 SHEBANG = b"#!/envs/one/bin/python\n"

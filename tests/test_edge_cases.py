@@ -11,8 +11,8 @@ import yaml
 from conftest import env_snapshot, profile_args, run_cli
 from test_experiments import manifest_data, write_manifest
 
-from mcp_server.source.build import uv_binary
 from mcp_server.source.sourcerepo import REFERENCE_DISTRIBUTION, SourceRepository
+from mcp_server.source.wheelbuild import uv_binary
 
 pytestmark = pytest.mark.slow
 

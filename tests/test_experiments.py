@@ -416,7 +416,7 @@ def test_launch_refuses_an_engine_that_fails_verification(
 
 def plain_engine_env(tmp_path: Path, source_repo: SourceRepository) -> Path:
     """A venv where the engine wheel was installed by plain `uv pip install`: no record."""
-    from mcp_server.source.build import uv_binary
+    from mcp_server.source.wheelbuild import uv_binary
 
     uv = uv_binary()
     source = source_repo.work / source_repo.subdirectory
@@ -561,7 +561,7 @@ def test_status_and_install_guard_survive_an_engine_status_that_hangs(
     interrupted: Experiment, installed_env: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from mcp_server.experiments import engine
-    from mcp_server.experiments.registry import unfinished_experiments
+    from mcp_server.experiments.registered import unfinished_experiments
     from mcp_server.experiments.status import experiment_status
     from mcp_server.requests import StatusQuery
 

@@ -16,7 +16,6 @@ from conftest import CliResult, engine_marker, env_snapshot, profile_args, run_c
 from mcp_server.environment.install import InstallResult
 from mcp_server.errors import ExitCode, InvalidInput
 from mcp_server.requests import InstallRequest
-from mcp_server.source.build import build_wheel
 from mcp_server.source.gitsource import fetch_commit
 from mcp_server.source.profile import load_profile
 from mcp_server.source.sourcerepo import (
@@ -24,6 +23,7 @@ from mcp_server.source.sourcerepo import (
     SourceRepository,
     reference_engine_source,
 )
+from mcp_server.source.wheelbuild import build_wheel
 from mcp_server.values import CommitId, RepositoryUrl, Subdirectory
 
 SUB = "packages/automl-core"

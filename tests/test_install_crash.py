@@ -20,12 +20,12 @@ import pytest
 from conftest import CliResult, engine_marker, env_snapshot, profile_args, run_cli
 
 from mcp_server.environment.transaction import PAUSE_POINTS
-from mcp_server.source.build import uv_binary
 from mcp_server.source.sourcerepo import (
     REFERENCE_DISTRIBUTION,
     SourceRepository,
     reference_engine_source,
 )
+from mcp_server.source.wheelbuild import uv_binary
 
 pytestmark = pytest.mark.slow
 

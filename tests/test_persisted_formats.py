@@ -35,7 +35,7 @@ from mcp_server.environment.records import (
 from mcp_server.errors import SetupError
 from mcp_server.experiments.attempts import AttemptEntry
 from mcp_server.experiments.binding import Binding, EngineBinding
-from mcp_server.experiments.registry import RegisteredExperiment
+from mcp_server.experiments.registered import RegisteredExperiment
 from mcp_server.persisted import load_persisted
 
 SHA = "a" * 64

@@ -29,8 +29,8 @@ from test_experiments import (
 from mcp_server.environment.gepa_pin import GEPA_PIN
 from mcp_server.environment.identity import compute_identity_digest
 from mcp_server.environment.records import BuildIdentity, EnvironmentInfo, SourceIdentity
-from mcp_server.source.build import tomllib, uv_binary
 from mcp_server.source.sourcerepo import SourceRepository, reference_engine_source
+from mcp_server.source.wheelbuild import tomllib, uv_binary
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 ENGINE_PYPROJECT = "packages/automl-core/pyproject.toml"

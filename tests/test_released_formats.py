@@ -18,7 +18,7 @@ from mcp_server.environment.records import RecordStore
 from mcp_server.experiments.attempts import ATTEMPT_SCHEMA_VERSION, read_attempts
 from mcp_server.experiments.binding import binding_notes, read_binding
 from mcp_server.experiments.files import SIDECAR, ExperimentFiles
-from mcp_server.experiments.registry import RegisteredExperiment, registered_experiments
+from mcp_server.experiments.registered import RegisteredExperiment, registered_experiments
 
 FORMATS = Path(__file__).parent / "fixtures" / "formats"
 RELEASES = ["release-1", "release-2"]

@@ -14,7 +14,7 @@ import pytest
 from mcp_server.errors import InvalidInput
 from mcp_server.slurm.receipts import clean, plain_word
 from mcp_server.slurm.scheduler import derive_state, parse_sacct, parse_squeue
-from mcp_server.slurm.watch import WatchRequest
+from mcp_server.slurm.watcher import WatchRequest
 from mcp_server.values import JobId
 
 # Recorded from `squeue --noheader --states=all --jobs=... --Format=JobID:|,State:|,Reason:|,

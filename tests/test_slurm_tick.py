@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from mcp_server.slurm.registry import RegisteredJob
+from mcp_server.slurm.jobregistry import RegisteredJob
 from mcp_server.slurm.scheduler import JobView
-from mcp_server.slurm.watch import WatchMemory, WatchRequest, _Experiment, _judge
+from mcp_server.slurm.watcher import WatchMemory, WatchRequest, _Experiment, _judge
 from mcp_server.values import WorkspacePath
 
 NOW = "2026-12-01T12:00:00+00:00"

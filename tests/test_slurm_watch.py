@@ -40,8 +40,8 @@ from test_mcp_support import error_text
 
 from mcp_server.errors import SetupError
 from mcp_server.faces.server import server
-from mcp_server.slurm.registry import register_job
-from mcp_server.slurm.watch import WatchRequest, WatchTick, tick
+from mcp_server.slurm.jobregistry import register_job
+from mcp_server.slurm.watcher import WatchRequest, WatchTick, tick
 
 pytestmark = pytest.mark.slow
 WAIT_S = 60.0

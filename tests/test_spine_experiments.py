@@ -92,7 +92,7 @@ def test_a_binding_copied_from_another_experiment_is_refused_everywhere(
     assert freeze(a, installed_env) == before  # status and listing wrote nothing
 
     # The MCP provenance check and the install guard read the binding the same way.
-    from mcp_server.experiments.registry import unfinished_experiments
+    from mcp_server.experiments.registered import unfinished_experiments
     from mcp_server.operations import verify
     from mcp_server.requests import ProvenanceQuery
     from mcp_server.source.profile import load_profile

@@ -21,8 +21,8 @@ from conftest import engine_marker, make_venv, profile_args, run_cli, tree_diges
 
 from mcp_server.environment.target import TargetEnv
 from mcp_server.errors import SetupError
-from mcp_server.source.build import build_wheel
 from mcp_server.source.sourcerepo import SourceRepository
+from mcp_server.source.wheelbuild import build_wheel
 
 OWN_PREFIX = Path(sys.prefix)
 

@@ -42,8 +42,8 @@ HEAVY = {"mcp", "git"}
 # What a launch does not run: operations import their area when they run (operations.py).
 NOT_LAUNCH = (
     "mcp_server.slurm.submit",
-    "mcp_server.slurm.watch",
-    "mcp_server.slurm.control",
+    "mcp_server.slurm.watcher",
+    "mcp_server.slurm.jobs",
     "mcp_server.report",
     "mcp_server.environment.install",
 )

@@ -186,8 +186,8 @@ NOT_STATE = {
     ("scratch.py", "tempfile.mkdtemp"): "private scratch (0700, unpredictable)",
     ("skills/sync.py", "tempfile.mkstemp"): "the project's skill mirrors (exclusive temp)",
     ("skills/sync.py", "os.fdopen"): "the descriptor mkstemp made",
-    ("source/build.py", "path.open"): "hashes a file the caller names (stored wheels: fsutil)",
-    ("source/build.py", "os.fdopen"): "the descriptor fsutil.open_log made",
+    ("source/wheelbuild.py", "path.open"): "hashes a file the caller names (stored wheels: fsutil)",
+    ("source/wheelbuild.py", "os.fdopen"): "the descriptor fsutil.open_log made",
     ("source/sourcerepo.py", "pyproject.write_text"): "the demo's and tests' own new repository",
     (
         "source/sourcerepo.py",

@@ -20,7 +20,7 @@ from test_experiments import Reaper, make_interrupted, subreaper
 
 from mcp_server.environment.wheelstore import STORE_ENV
 from mcp_server.faces.server import server
-from mcp_server.slurm.registry import JobRegistry
+from mcp_server.slurm.jobregistry import JobRegistry
 from mcp_server.source.sourcerepo import SourceRepository
 
 pytestmark = pytest.mark.slow

@@ -29,8 +29,8 @@ from conftest import (
 from test_experiments import EXP, Experiment, make_interrupted, subreaper
 
 from mcp_server.environment.wheelstore import STORE_ENV, WheelStore
-from mcp_server.source.build import sha256_file
 from mcp_server.source.sourcerepo import SourceRepository
+from mcp_server.source.wheelbuild import sha256_file
 
 pytestmark = pytest.mark.slow
 

@@ -10,13 +10,13 @@ from pathlib import Path
 from mcp_server.environment.records import BuildIdentity, SourceIdentity, utc_now
 from mcp_server.environment.wheelstore import StoredWheel, WheelEntry, WheelStore
 from mcp_server.errors import InvalidInput, SetupError
-from mcp_server.source.build import (
+from mcp_server.source.profile import EngineProfile
+from mcp_server.source.wheelbuild import (
     WheelMetadata,
     check_wheel_metadata,
     read_wheel_metadata,
     sha256_file,
 )
-from mcp_server.source.profile import EngineProfile
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from mcp_server.environment.target import (
 )
 from mcp_server.errors import SetupError
 from mcp_server.fsutil import exclusive_lock, locked_directory
-from mcp_server.source.build import uv_binary
+from mcp_server.source.wheelbuild import uv_binary
 from mcp_server.values import TargetPath
 
 

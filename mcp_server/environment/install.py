@@ -37,9 +37,9 @@ from mcp_server.errors import Fix, SetupError
 from mcp_server.fsutil import exclusive_lock
 from mcp_server.requests import InstallRequest
 from mcp_server.scratch import scratch_dir, sweep_stale
-from mcp_server.source.build import build_wheel, check_wheel_metadata, uv_version
 from mcp_server.source.gitsource import fetch_commit, resolve_branch
 from mcp_server.source.profile import EngineProfile, ProfileSource
+from mcp_server.source.wheelbuild import build_wheel, check_wheel_metadata, uv_version
 from mcp_server.values import BranchName, CommitId, TargetPath
 
 WORK_PREFIX = "automl-setup-work-"

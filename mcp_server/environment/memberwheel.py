@@ -28,7 +28,7 @@ from mcp_server.environment.verify import parse_record_csv
 from mcp_server.environment.wheelstore import PackedMember, StoredWheel, WheelEntry, WheelStore
 from mcp_server.errors import SetupError
 from mcp_server.fsutil import atomic_write_bytes
-from mcp_server.source.build import record_hash, sha256_file
+from mcp_server.source.wheelbuild import record_hash, sha256_file
 
 STEP = "store"
 _EPOCH = (1980, 1, 1, 0, 0, 0)

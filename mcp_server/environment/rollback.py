@@ -23,7 +23,7 @@ from mcp_server.environment.target import TargetEnv
 from mcp_server.environment.verify import installed_paths
 from mcp_server.errors import SetupError
 from mcp_server.redact import redact_text
-from mcp_server.source.build import run_logged, uv_binary
+from mcp_server.source.wheelbuild import run_logged, uv_binary
 
 UV_TIMEOUT_S = 1800.0
 

@@ -62,8 +62,8 @@ from mcp_server.fsutil import (
     probe_writable,
     state_dir,
 )
-from mcp_server.source.build import WheelMetadata, uv_binary, uv_version
 from mcp_server.source.profile import EngineProfile
+from mcp_server.source.wheelbuild import WheelMetadata, uv_binary, uv_version
 
 Progress = Callable[[str, str], None]  # (step, message)
 # The steps of an install, in order (here, not in install.py: the CLI's progress names them).

@@ -36,7 +36,7 @@ from mcp_server.environment.uvproject import removed_by_sync
 from mcp_server.errors import ExitCode, SetupError
 from mcp_server.fsutil import exclusive_holder, read_file
 from mcp_server.persisted import Persisted
-from mcp_server.source.build import record_hash
+from mcp_server.source.wheelbuild import record_hash
 
 VerifyStatus = Literal[
     "verified", "mismatch", "no-engine", "no-record", "in-progress", "interrupted"

@@ -24,8 +24,8 @@ from mcp_server.experiments.files import ExperimentFiles, require_experiment
 from mcp_server.fsutil import atomic_write_bytes, create_new_or_same
 from mcp_server.requests import Request
 from mcp_server.scratch import scratch_dir
-from mcp_server.source.build import uv_binary
 from mcp_server.source.profile import tomllib
+from mcp_server.source.wheelbuild import uv_binary
 from mcp_server.values import ExperimentId, LockPath, WorkspacePath
 
 STEP = "lock"

@@ -25,12 +25,12 @@ from mcp_server.experiments.binding import (
     resume_command,
 )
 from mcp_server.experiments.files import ExperimentFiles, require_experiment
-from mcp_server.experiments.registry import bound_experiments
+from mcp_server.experiments.registered import bound_experiments
 from mcp_server.requests import Request
 from mcp_server.scratch import scratch_dir
-from mcp_server.source.build import build_wheel
 from mcp_server.source.gitsource import fetch_commit
 from mcp_server.source.profile import EngineProfile
+from mcp_server.source.wheelbuild import build_wheel
 from mcp_server.values import CommitId, ExperimentId, TargetPath, WorkspacePath
 
 WORK_PREFIX = "automl-setup-recreate-"

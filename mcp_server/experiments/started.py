@@ -14,8 +14,8 @@ from mcp_server.experiments.binding import Binding, bound_commit
 from mcp_server.experiments.engine import spawn, wait_forwarding_signals
 from mcp_server.experiments.files import ExperimentFiles
 from mcp_server.experiments.process import process_start
-from mcp_server.experiments.registry import register_experiment
-from mcp_server.experiments.watch import TrialWatch
+from mcp_server.experiments.registered import register_experiment
+from mcp_server.experiments.trialprogress import TrialWatch
 
 
 class StartedEngine(BaseModel):

@@ -18,12 +18,12 @@ from mcp_server.experiments.engine import engine_script, require_record
 from mcp_server.experiments.files import ExperimentFiles
 from mcp_server.experiments.launch import bind_new_experiment, run_argv
 from mcp_server.experiments.manifest import read_manifest
-from mcp_server.experiments.registry import register_experiment
+from mcp_server.experiments.registered import register_experiment
 from mcp_server.experiments.resume import resume_argv
 from mcp_server.fsutil import exclusive_create
 from mcp_server.redact import redact_text
 from mcp_server.requests import LaunchRequest
-from mcp_server.slurm.registry import register_job
+from mcp_server.slurm.jobregistry import register_job
 from mcp_server.slurm.requests import SubmitRequest
 from mcp_server.slurm.template import ControllerValues, render, sha256_text
 from mcp_server.values import JobId

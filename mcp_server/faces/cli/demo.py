@@ -23,7 +23,7 @@ from mcp_server.errors import SetupError
 from mcp_server.experiments.files import ExperimentFiles
 from mcp_server.experiments.started import StartedEngine
 from mcp_server.experiments.trials import read_trials
-from mcp_server.report.build import make_report
+from mcp_server.report.make import make_report
 from mcp_server.requests import (
     InstallRequest,
     LaunchRequest,

@@ -128,9 +128,9 @@ ROWS: tuple[Row, ...] = (
     Row(
         "stop",
         "stop_experiment",
-        "mcp_server.experiments.control:stop_experiment",
+        "mcp_server.experiments.stop:stop_experiment",
         f"{REQ}:StopRequest",
-        "mcp_server.experiments.control:StopResult",
+        "mcp_server.experiments.stop:StopResult",
         f"{RENDER}.experiments:stop_text",
         "stop an experiment's engine: SIGTERM, wait, report",
         "Stop the engine automl-setup started for an experiment: SIGTERM, then wait up to the "
@@ -176,9 +176,9 @@ ROWS: tuple[Row, ...] = (
     Row(
         "report",
         "report_experiment",
-        "mcp_server.report.build:make_report",
+        "mcp_server.report.make:make_report",
         f"{REQ}:ReportQuery",
-        "mcp_server.report.build:ReportResult",
+        "mcp_server.report.make:ReportResult",
         f"{RENDER}.report:report_text",
         "write an experiment's self-contained HTML report",
         "Write an experiment's report as one self-contained HTML file, from its records only: "

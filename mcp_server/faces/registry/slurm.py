@@ -11,9 +11,9 @@ ROWS: tuple[Row, ...] = (
     Row(
         "slurm watch",
         "watch_slurm",
-        "mcp_server.slurm.watch:tick",
-        "mcp_server.slurm.watch:WatchRequest",
-        "mcp_server.slurm.watch:WatchTick",
+        "mcp_server.slurm.watcher:tick",
+        "mcp_server.slurm.watcher:WatchRequest",
+        "mcp_server.slurm.watcher:WatchTick",
         f"{RENDER}.slurm_watch:tick_text",
         "tick over the registered controller jobs",
         "Look at every controller job registered in the workspace: once, or every --interval "
@@ -41,9 +41,9 @@ ROWS: tuple[Row, ...] = (
     Row(
         "slurm watch register",
         "register_slurm_watch",
-        "mcp_server.slurm.registry:adopt",
-        "mcp_server.slurm.registry:WatchRegisterRequest",
-        "mcp_server.slurm.registry:Registration",
+        "mcp_server.slurm.jobregistry:adopt",
+        "mcp_server.slurm.jobregistry:WatchRegisterRequest",
+        "mcp_server.slurm.jobregistry:Registration",
         f"{RENDER}.slurm_watch:registration_text",
         "adopt an existing job as an experiment's controller",
         "Register an existing SLURM job (one submitted before the watcher knew of it) as the "
@@ -91,9 +91,9 @@ ROWS: tuple[Row, ...] = (
     Row(
         "slurm status",
         "status_slurm_job",
-        "mcp_server.slurm.control:slurm_status",
+        "mcp_server.slurm.jobs:slurm_status",
         "mcp_server.slurm.requests:SlurmStatusQuery",
-        "mcp_server.slurm.control:SlurmStatus",
+        "mcp_server.slurm.jobs:SlurmStatus",
         f"{RENDER}.slurm:slurm_status_text",
         "scheduler state, generation and trials of the job",
         "Show the experiment's SLURM job as the scheduler and the records tell it: the job's "
@@ -110,9 +110,9 @@ ROWS: tuple[Row, ...] = (
     Row(
         "slurm cancel",
         "cancel_slurm_job",
-        "mcp_server.slurm.control:slurm_cancel",
+        "mcp_server.slurm.jobs:slurm_cancel",
         "mcp_server.slurm.requests:CancelRequest",
-        "mcp_server.slurm.control:CancelledJob",
+        "mcp_server.slurm.jobs:CancelledJob",
         f"{RENDER}.slurm:cancelled_text",
         "cancel the experiment's SLURM job (--approve)",
         "Cancel the experiment's SLURM controller job with scancel, once the user approved "

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 
-from mcp_server.experiments.control import StopResult
 from mcp_server.experiments.logs import LogTail
 from mcp_server.experiments.started import StartedEngine
 from mcp_server.experiments.status import ExperimentListing, ExperimentStatus
+from mcp_server.experiments.stop import StopResult
 from mcp_server.experiments.trials import Trial
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from mcp_server.report.build import ReportResult
+from mcp_server.report.make import ReportResult
 
 
 def report_text(result: ReportResult) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mcp_server.slurm.control import CancelledJob, SlurmStatus
+from mcp_server.slurm.jobs import CancelledJob, SlurmStatus
 from mcp_server.slurm.submit import SubmittedController
 
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from mcp_server.slurm.jobregistry import Registration
 from mcp_server.slurm.receipts import Receipt
-from mcp_server.slurm.registry import Registration
-from mcp_server.slurm.watch import WatchedJob, WatchTick
+from mcp_server.slurm.watcher import WatchedJob, WatchTick
 
 
 def receipt_line(receipt: Receipt) -> str:

@@ -29,14 +29,14 @@ from mcp_server.experiments.status import experiment_status
 from mcp_server.fsutil import atomic_write_bytes, read_file
 from mcp_server.persisted import Persisted, load_persisted
 from mcp_server.requests import Request, StatusQuery
-from mcp_server.slurm.receipts import Receipt, append_receipts, clean, plain_word, receipts_path
-from mcp_server.slurm.registry import (
+from mcp_server.slurm.jobregistry import (
     RegisteredJob,
     read_registry,
     registry_lock,
     require_usable_storage,
     sidecar,
 )
+from mcp_server.slurm.receipts import Receipt, append_receipts, clean, plain_word, receipts_path
 from mcp_server.slurm.scheduler import WAITING_STATES, JobState, JobView, SchedulerError, query_jobs
 from mcp_server.values import WorkspacePath
 
