@@ -26,7 +26,8 @@ from mcp.types import (
 from pydantic import AnyUrl, BaseModel, Field, create_model
 
 from mcp_server import __version__
-from mcp_server.faces.mcp_roots import check_roots
+from mcp_server.errors import InvalidInput, shown
+from mcp_server.faces.mcp_roots import STEP, check_roots, first_root
 from mcp_server.faces.mcp_runtime import MonotonicProgress, run, worker_progress
 
 INSTRUCTIONS = """\
@@ -149,10 +150,6 @@ def tool(command: str) -> Callable[[ToolT], ToolT]:
     return register
 
 
-# The path arguments a client's roots confine (check_roots), by request field.
-PATH_ARGUMENTS = ("python", "workspace", "manifest", "out", "wheel")
-
-
 async def call(
     ctx: Context,
     roots: ListRootsResult | None,
@@ -163,27 +160,34 @@ async def call(
     extra: type[BaseModel] | None = None,
     **arguments: Any,
 ) -> Any:
-    """Run operation `command` for a tool: its path arguments checked against the client's
-    roots, `profile` resolved (over the project file found from the first root), the request
-    built and the operation run in a worker thread (progress through `tracker`), its reply
-    made from the result, `after(request, result)`'s fields (of model `extra`) and the rendered
-    message."""
+    """Run operation `command` for a tool: its path arguments anchored and checked against the
+    client's roots, `profile` resolved (over the project file found from the first root), the
+    request built and the operation run in a worker thread (progress through `tracker`), its
+    reply made from the result, `after(request, result)`'s fields (of model `extra`) and the
+    rendered message."""
     from mcp_server.faces.mcp_inputs import engine_profile
     from mcp_server.faces.registry import row
+    from mcp_server.faces.registry.fields import build_request, shapes
 
     op = row(command)
 
     def work() -> BaseModel:
-        paths = {name: arguments[name] for name in PATH_ARGUMENTS if arguments.get(name)}
+        for shape in shapes(op.request):
+            value = arguments.get(shape.name)
+            if shape.kind is not None and shape.kind.path and value:
+                values = tuple(anchored(roots, shape.name, v) for v in _many(value))
+                arguments[shape.name] = values if shape.repeated else values[0]
+                for one in values:  # `keep_bound` holds workspaces
+                    check_roots(roots, **{ROOTS_ARGUMENT.get(shape.name, shape.name): one})
         if "profile" in arguments:
             profile = arguments["profile"]
-            check_roots(roots, profile_file=profile and profile.file, **paths)
+            if profile is not None and profile.file:
+                profile = profile.model_copy(
+                    update={"file": anchored(roots, "profile.file", profile.file)}
+                )
+                check_roots(roots, profile_file=profile.file)
             arguments["profile"] = engine_profile(profile, roots)
-        else:
-            check_roots(roots, **paths)
-        for workspace in arguments.get("keep_bound", ()):
-            check_roots(roots, workspace=workspace)
-        request = op.request(**arguments)
+        request = build_request(op.request, arguments)
         progress = () if tracker is None else (worker_progress(tracker),)
         result = op.run(request, *progress)
         added = after(request, result) if after else {}
@@ -191,3 +195,29 @@ async def call(
         return reply_model(op.result, *((extra,) if extra else ())).model_validate(fields)
 
     return await run(ctx, work, tracker)
+
+
+# The argument of check_roots a path field is judged as (a workspace of `keep_bound`).
+ROOTS_ARGUMENT = {"keep_bound": "workspace"}
+
+
+def _many(value: Any) -> tuple[str, ...]:
+    return tuple(value) if isinstance(value, (list, tuple)) else (value,)
+
+
+def anchored(roots: ListRootsResult | None, name: str, value: str) -> str:
+    """A path argument made absolute: as given when it is, else below the client's first local
+    root (the user's project); never the server's working directory, which is nobody's
+    choice. Refused when it is relative and the client declared no root."""
+    path = Path(value).expanduser()
+    if path.is_absolute():
+        return value
+    base = first_root(roots)
+    if base is None:
+        raise InvalidInput(
+            STEP,
+            f"{name} {shown(value, 100)} is a relative path, and the client declared no root it "
+            "could be relative to; nothing was touched",
+            "pass an absolute path",
+        )
+    return str(base / path)

@@ -12,7 +12,7 @@ from mcp.server.mcpserver import Context, Elicit, ElicitationResult
 from mcp.types import ListRootsResult
 from pydantic import BaseModel, ConfigDict, Field
 
-from mcp_server.faces.mcp_roots import check_roots, root_path
+from mcp_server.faces.mcp_roots import check_roots, first_root
 from mcp_server.faces.mcp_runtime import refusal
 from mcp_server.source.config import effective_profile
 from mcp_server.source.profile import EngineProfile
@@ -123,8 +123,9 @@ def engine_profile(args: ProfileArgs | None, roots: ListRootsResult | None) -> E
 
 
 def project_start(roots: ListRootsResult | None) -> Path:
-    local = [p for p in (root_path(str(r.uri)) for r in (roots.roots if roots else [])) if p]
-    return local[0] if local else Path.cwd()
+    """Where the project file is looked for: the client's first root, else the server's
+    working directory (where a client started it: no path argument is ever taken from it)."""
+    return first_root(roots) or Path.cwd()
 
 
 # --------------------------------------------------------------------------------------------

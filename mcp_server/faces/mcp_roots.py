@@ -148,3 +148,9 @@ def _shown(name: str, given: str, judged: str | Path) -> str:
     if real is None:
         return f"{name} {given} (a symlink loop)"
     return f"{name} {given}" if str(real) == given else f"{name} {given} (resolves to {real})"
+
+
+def first_root(roots: ListRootsResult | None) -> Path | None:
+    """The client's first local root (the user's project), if it declared one."""
+    local = [p for p in (root_path(str(r.uri)) for r in (roots.roots if roots else [])) if p]
+    return local[0] if local else None
