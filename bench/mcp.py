@@ -176,11 +176,11 @@ def main() -> None:
         "mcp_server.experiments.resume, mcp_server.experiments.status, "
         "mcp_server.environment.install",
         "import the server (SDK + runtime; tools listed from the catalog)": (
-            "mcp_server.faces.server"
+            "mcp_server.faces.mcp.server"
         ),
         # What the first call pays once (faces/mcp_app.py: DeferredServer).
-        "register the 21 tools (import, then register_now)": "mcp_server.faces.server; "
-        "mcp_server.faces.server.server.register_now()",
+        "register the 21 tools (import, then register_now)": "mcp_server.faces.mcp.server; "
+        "mcp_server.faces.mcp.server.server.register_now()",
     }
     cold_times: list[float] = []
     hello_times: list[float] = []

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -100,7 +101,7 @@ def cli_reference() -> str:
         if aliases:
             lines += [f"Also spelled: {', '.join(f'`{a}`' for a in aliases)}.", ""]
         lines += [" ".join((sub.description or "").split()), "", "```text"]
-        lines += [sub.format_usage().strip().replace(sub.prog, f"automl-setup {' '.join(words)}")]
+        lines += [usage(sub).replace(sub.prog, f"automl-setup {' '.join(words)}")]
         lines += ["```", ""]
         takes_json = any("--json" in a.option_strings for a in sub._actions)
         lines.append(f"`--json`: {'yes, one JSON object on stdout' if takes_json else 'no'}.")
@@ -114,6 +115,54 @@ def cli_reference() -> str:
             codes = [tuple(line.split(maxsplit=1)) for line in sections["exit codes"]]
             lines += ["", "Exit codes:", "", *table(("code", "meaning"), codes)]
     return "\n".join(lines) + "\n"
+
+
+# Python 3.13's argparse wraps usage differently (`--flag VALUE` is never split), so the
+# reference wraps it itself, as 3.10 to 3.12 do: the same page on every version.
+_USAGE_PART = re.compile(r"\(.*?\)+(?=\s|$)|\[.*?\]+(?=\s|$)|\S+")
+
+
+def usage(parser: argparse.ArgumentParser) -> str:
+    """`usage: PROG ...` of `parser`, wrapped at WIDTH the way argparse did up to 3.12."""
+    prog, prefix, width = parser.prog, "usage: ", int(WIDTH) - 2  # argparse's own margin
+
+    def parts(positional: bool) -> list[str]:
+        actions = [a for a in parser._actions if (not a.option_strings) == positional]
+        formatter = argparse.HelpFormatter(prog, width=1 << 20)  # one line: wrapped below
+        formatter.add_usage(None, actions, parser._mutually_exclusive_groups, prefix="")
+        return _USAGE_PART.findall(formatter.format_help().strip()[len(prog) :])
+
+    def wrap(words: list[str], indent: str, first: str | None = None) -> list[str]:
+        lines: list[list[str]] = [[]]
+        length = len(first if first is not None else indent) - 1
+        for word in words:
+            if length + 1 + len(word) > width and lines[-1]:
+                lines.append([])
+                length = len(indent) - 1
+            lines[-1].append(word)
+            length += len(word) + 1
+        out = [indent + " ".join(line) for line in lines if line]
+        if first is not None and out:
+            out[0] = out[0][len(indent) :]
+        return out
+
+    optionals, positionals = parts(False), parts(True)
+    flat = " ".join([prog, *optionals, *positionals])
+    if len(prefix) + len(flat) <= width:
+        return prefix + flat
+    if len(prefix) + len(prog) <= 0.75 * width:
+        indent = " " * (len(prefix) + len(prog) + 1)
+        if optionals:
+            lines = wrap([prog, *optionals], indent, prefix) + wrap(positionals, indent)
+        else:
+            lines = wrap([prog, *positionals], indent, prefix)
+    else:
+        indent = " " * len(prefix)
+        lines = wrap(optionals + positionals, indent)
+        if len(lines) > 1:
+            lines = wrap(optionals, indent) + wrap(positionals, indent)
+        lines = [prog, *lines]
+    return prefix + "\n".join(lines)
 
 
 def epilog_sections(parser: argparse.ArgumentParser) -> dict[str, list[str]]:
@@ -194,8 +243,8 @@ def field_rows(schema: dict[str, Any], with_bounds: bool) -> list[tuple[object, 
 def mcp_reference() -> str:
     import anyio
 
+    from mcp_server.faces.mcp.server import server
     from mcp_server.faces.registry import ROWS
-    from mcp_server.faces.server import server
 
     server.register_now()
     tools = {tool.name: tool for tool in anyio.run(server.list_tools)}

@@ -20,6 +20,11 @@ class ExitCode(IntEnum):
     INVALID_INPUT = 2
     NOTHING_INSTALLED = 3
 
+    def __str__(self) -> str:
+        # The number, as IntEnum's own str() is from Python 3.11 on (3.10's: "ExitCode.OK"), so
+        # that a help text or message says the same on every version.
+        return str(int(self))
+
 
 @dataclass(frozen=True)
 class Fix:
@@ -49,7 +54,7 @@ def command_line(fix: Fix | Arg) -> str:
     argument (its flag)."""
     if isinstance(fix, Arg):
         return " ".join(filter(None, ("--" + fix.name.replace("_", "-"), fix.value)))
-    argv = ["automl-setup", fix.operation]
+    argv = ["automl-setup", *fix.operation.split()]  # "slurm watch register": three words
     for name, value in fix.arguments:
         flag = "--" + name.replace("_", "-")
         if value is True:

@@ -34,7 +34,7 @@ def formats() -> dict[str, tuple[type[BaseModel], str]]:
     from mcp_server.slurm.watcher import WatchMemory
 
     state = "`<environment>/.automl-setup/"
-    experiment = "`<workspace>/<experiment id>/"
+    experiment = "`<workspace>/.automl-setup/<experiment id>/"  # ExperimentFiles.dir
     return {
         "install-record.schema.json": (
             InstallRecord,
@@ -64,7 +64,10 @@ def formats() -> dict[str, tuple[type[BaseModel], str]]:
         ),
         "experiment-attempt.schema.json": (
             AttemptEntry,
-            f"{experiment}attempts.jsonl`: one numbered line per launch, resume, exit and stop.",
+            f"{experiment}attempts.jsonl`: one numbered line per launch, resume, engine exit, "
+            "stop, SLURM submit and cancel, and per SLURM allocation (the gate's launch or "
+            "resume, and the end of the allocation before), each with its outcome (accepted, "
+            "refused, exited, stopped or signalled).",
         ),
         "environment-experiment-entry.schema.json": (
             RegisteredExperiment,

@@ -22,6 +22,7 @@ from pydantic import GetCoreSchemaHandler
 from pydantic_core import core_schema
 
 from mcp_server.errors import Arg, InvalidInput, Remedy, shown
+from mcp_server.fsutil.realpath import real_path
 from mcp_server.redact import redact_text, strip_credentials
 from mcp_server.scratch import scratch_dir
 
@@ -319,13 +320,12 @@ class _PathValue(_Value):
             raise InvalidInput(cls.step, cause, cls.remedy)
         try:
             return str(cls._absolute(Path(raw).expanduser()))
-        except (OSError, RuntimeError) as exc:  # RuntimeError: a symlink loop (Python < 3.13)
-            cause = f"cannot resolve the {cls.label} {shown(raw, 100)}: {exc}"
+        except OSError as exc:  # ELOOP: a symlink loop
+            cause = f"cannot resolve the {cls.label} {shown(raw, 100)}: {exc.strerror or exc}"
             raise InvalidInput(cls.step, cause, cls.remedy) from None
 
-    @classmethod
-    def _absolute(cls, path: Path) -> Path:
-        return path.resolve()
+    # Not Path.resolve(): whether that refuses a symlink loop depends on the Python version.
+    _absolute = staticmethod(real_path)
 
     @property
     def path(self) -> Path:

@@ -1,6 +1,7 @@
 """The shape of the code, checked mechanically: layers import only downward, no import cycle,
-no module over the size limit, and every operation has exactly one CLI command and one MCP tool
-with the same fields as its request model."""
+no module over the size limit, no face folder over its module limit, and the registry: every
+operation has exactly one CLI command and one MCP tool with the same fields as its request
+model, but for the differences its row documents."""
 
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ from pathlib import Path
 
 import pytest
 from mcp.client import Client
+from pydantic import BaseModel
 
 from mcp_server.faces.cli.flags import populate_all
 from mcp_server.faces.cli.main import build_parser
-from mcp_server.faces.registry import ROWS
-from mcp_server.faces.server import server
+from mcp_server.faces.mcp.server import server
+from mcp_server.faces.registry import ROWS, load_named
 
 PACKAGE = Path(__file__).resolve().parent.parent / "mcp_server"
 MAX_LINES = 400
@@ -205,3 +207,28 @@ def test_the_cli_default_branch_is_the_only_face_difference_of_install() -> None
     assert "asks the user" in install.why
     args = build_parser().parse_args(["install", "--python", "/x"])
     assert args.branch is None and args.commit is None  # the default is applied by the face
+
+
+def test_every_row_names_what_exists_and_says_why_its_faces_differ() -> None:
+    """A row is the whole of an operation: what it names loads, its tool is described, and
+    every departure of a face from the request is a field of that request, with a reason."""
+    for op in ROWS:
+        fields = set(op.request.model_fields)
+        assert callable(op.run) and issubclass(op.result, BaseModel), op.command
+        assert callable(load_named(op.renderer)), op.command
+        assert op.handler is None or callable(load_named(op.handler)), op.command
+        assert op.mcp.description and op.summary and op.example.startswith("automl-setup ")
+        assert set(op.mcp.fixed) <= op.cli_only, op.command  # what the tool sets, it omits
+        assert set(op.flags) <= fields, op.command
+        assert {n for names in op.exclusive for n in names} <= fields, op.command
+
+
+# No folder of the faces holds more modules than a reader can keep in view.
+MAX_FACE_MODULES = 15
+
+
+def test_no_face_folder_is_over_the_size_limit() -> None:
+    faces = PACKAGE / "faces"
+    for folder in (faces, *(p for p in faces.rglob("*") if p.is_dir() and p.name[0] != "_")):
+        found = [p for p in folder.glob("*.py") if p.name not in ("__init__.py", "__main__.py")]
+        assert len(found) <= MAX_FACE_MODULES, (folder, len(found))

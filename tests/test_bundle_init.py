@@ -246,6 +246,22 @@ def test_check_before_any_init_and_a_bad_server_command(tmp_path: Path) -> None:
     assert stale.code == 1 and "does not exist" in stale.stdout
 
 
+def test_a_skill_folder_that_is_a_symlink_loop_is_refused_on_every_version(
+    tmp_path: Path,
+) -> None:
+    """Path.resolve() raised on the loop up to Python 3.12 (a crash), not from 3.13 on."""
+    project = user_project(tmp_path / "proj")
+    (project / ".claude").mkdir()
+    (project / ".claude" / "skills").symlink_to("skills")
+    before = snapshot(project)
+    with pytest.raises(SetupError) as refused:
+        run_init(InitRequest(project=project))
+    assert "skills is a symbolic link to skills (a symlink loop)" in "\n".join(
+        refused.value.details
+    )
+    assert snapshot(project) == before
+
+
 def test_a_linked_record_folder_is_refused(tmp_path: Path) -> None:
     project = user_project(tmp_path / "proj")
     victim = tmp_path / "victim"

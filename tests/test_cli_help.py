@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from refengine_helpers import engine_env, example_manifest
 
+from mcp_server.errors import ExitCode
 from mcp_server.faces.cli.main import build_parser
 from mcp_server.faces.registry import PIPE_CLOSED
 from mcp_server.skills.cli import skills_parser
@@ -59,9 +60,18 @@ def test_every_subcommand_has_a_paragraph_an_example_and_exit_codes() -> None:
     assert problems == []
 
 
+def test_exit_codes_print_as_numbers_on_every_python() -> None:
+    """Python 3.10's str() of an IntEnum member is its name ("ExitCode.OK"), 3.11's the number:
+    every help text lists its codes with `!s`, so ExitCode says the number on every version."""
+    for code in ExitCode:
+        assert str(code) == f"{code!s}" == f"{code}" == str(code.value)
+    (verify,) = (p for name, p in all_subcommands() if name == "automl-setup verify")
+    assert "exit codes:\n  0    ok\n  1    refused" in verify.format_help()
+
+
 def test_install_help_names_the_default_engine() -> None:
     (install,) = (p for name, p in all_subcommands() if name == "automl-setup install")
-    text = " ".join(install.format_help().split())
+    text = "".join(install.format_help().split())  # argparse may wrap inside the URL
     assert DEFAULT_DISTRIBUTION in text and DEFAULT_REPOSITORY in text
 
 

@@ -21,7 +21,7 @@ from mcp import Client
 from test_experiments import Experiment, Reaper, make_interrupted, subreaper, write_manifest
 
 from mcp_server.environment.probe import probe_interpreter
-from mcp_server.faces.server import server
+from mcp_server.faces.mcp.server import server
 from mcp_server.source.profile import tomllib
 from mcp_server.source.sourcerepo import SourceRepository
 from mcp_server.source.wheelbuild import uv_binary

@@ -18,7 +18,7 @@ from test_closure import DEPA, DEPB, IDX, World, install, world  # noqa: F401 (a
 from test_experiments import Experiment, Reaper, make_interrupted, subreaper
 
 from mcp_server.environment.wheelstore import STORE_ENV
-from mcp_server.faces.server import server
+from mcp_server.faces.mcp.server import server
 
 pytestmark = pytest.mark.slow
 

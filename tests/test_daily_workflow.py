@@ -22,7 +22,7 @@ from test_experiments import Reaper, subreaper, wait_for, write_manifest
 from test_mcp_roots import Roots
 from test_mcp_support import call_ok
 
-from mcp_server.faces.server import server
+from mcp_server.faces.mcp.server import server
 from mcp_server.source.sourcerepo import REFERENCE_DISTRIBUTION, SourceRepository
 
 pytestmark = pytest.mark.slow

@@ -13,6 +13,8 @@ import ctypes
 import hashlib
 import json
 import os
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -27,6 +29,7 @@ import yaml
 from conftest import engine_marker, env_snapshot, profile_args, run_cli, tree_digest
 from refengine_helpers import holdable, holding
 
+from mcp_server.environment.wheelstore import WheelStore
 from mcp_server.source.sourcerepo import (
     REFERENCE_DISTRIBUTION,
     SourceRepository,
@@ -471,23 +474,33 @@ def test_refusals_write_nothing_into_an_environment_without_record(
 
 @pytest.mark.slow
 def test_install_guard_refuses_a_new_engine_under_an_unfinished_experiment(
-    source_repo: SourceRepository, installed_env: Path, interrupted: Experiment
-) -> None:
+    source_repo: SourceRepository, installed_env: Path, interrupted: Experiment,
+    wheel_store: Path, tmp_path: Path,
+) -> None:  # fmt: skip
     env_before = env_snapshot(installed_env)
     workspace_before = freeze(interrupted)
-    install = [
-        "install", "--branch", "dev/next", "--python", str(installed_env),
-        *profile_args(source_repo),
-    ]  # fmt: skip
+    dev = source_repo.head("dev/next")
+    asked = ["--branch", "dev/next", "--expect-commit", dev]
+    install = ["install", *asked, "--python", str(installed_env), *profile_args(source_repo)]
+    # The installed main wheel as a reviewed wheel: not the recorded source build either.
+    record = json.loads((installed_env / ".automl-setup" / "engine-record.json").read_text())
+    sha = record["build"]["wheel_sha256"]
+    stored = WheelStore(wheel_store).find(sha)
+    assert stored is not None
+    wheel = Path(shutil.copy(stored.path, tmp_path))
+    for source in (asked, ["--commit", dev], ["--wheel", str(wheel), "--sha256", sha]):
+        where = ["--python", str(installed_env), *profile_args(source_repo)]
+        refused = run_cli("install", *source, *where)
 
-    refused = run_cli(*install)
-
-    assert refused.code == 1, refused.output
-    assert "unfinished experiments are bound to the engine in" in refused.stderr
-    assert f"{EXP} ({interrupted.workspace})" in refused.stderr
-    remedy = "separate environment (same branch or commit): automl-setup install --python NEW"
-    assert f"{remedy} --create-env" in refused.stderr
-    assert env_snapshot(installed_env) == env_before
+        assert refused.code == 1, refused.output
+        assert "unfinished experiments are bound to the engine in" in refused.stderr
+        assert f"{EXP} ({interrupted.workspace})" in refused.stderr
+        # The remedy asks for the same engine, elsewhere: copied as it is, it installs it.
+        # ... from the same engine: the profile where it is not the default.
+        engine = ["--repository", source_repo.url, "--distribution", REFERENCE_DISTRIBUTION]
+        again = ["automl-setup", "install", *source, *engine, "--python"]
+        assert f"environment instead: {shlex.join(again)} NEW --create-env\n" in refused.stderr
+        assert env_snapshot(installed_env) == env_before
     assert engine_marker(installed_env) == "main-1"
     after = freeze(interrupted)
     assert_unchanged(workspace_before, after)

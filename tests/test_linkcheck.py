@@ -159,6 +159,17 @@ def test_bad_link(target: str, rule: str, fragment: str, docs: Path) -> None:
     assert fragment in problems[0].message
 
 
+def test_a_link_into_a_symlink_loop_is_a_problem_on_every_version(docs: Path) -> None:
+    """Path.resolve() raised on a loop up to Python 3.12 (a crash) and resolves it silently
+    from 3.13 on; the check says the same on every version."""
+    (docs / "docs" / "loop").symlink_to("loop")
+    page = docs / "docs" / "page.md"
+    page.write_text("# Local\n\nSee [it](loop/x.md) and [that](loop#top).\n")
+    problems = check_links([page], confine=docs)
+    assert [(p.line, p.rule) for p in problems] == [(3, "link-target"), (3, "link-target")]
+    assert all("a symlink loop" in p.message for p in problems)
+
+
 def test_folders_are_searched_for_markdown_only(docs: Path) -> None:
     (docs / "docs" / "notes.txt").write_text("[broken](missing.md)\n")
     (docs / "docs" / "sub" / "deep.md").write_text("[broken](missing.md)\n")

@@ -13,8 +13,8 @@ from mcp import Client
 from mcp.client import ClientRequestContext
 from test_mcp_support import call_ok, error_text
 
-from mcp_server.faces.mcp_app import anchored
-from mcp_server.faces.server import server
+from mcp_server.faces.mcp.calls import anchored
+from mcp_server.faces.mcp.server import server
 
 pytestmark = pytest.mark.anyio
 

@@ -20,8 +20,8 @@ from test_mcp_stdio import Wire, serve
 from test_mcp_support import call_ok, finished, wait_for_state, write_manifest
 
 from mcp_server.experiments.logs import LOG_TAIL_BYTES
-from mcp_server.faces.mcp_resources import environment_uri, experiment_uri
-from mcp_server.faces.server import server
+from mcp_server.faces.mcp.resources import environment_uri, experiment_uri
+from mcp_server.faces.mcp.server import server
 
 pytestmark = pytest.mark.anyio
 EXP = "res-1"

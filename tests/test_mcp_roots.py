@@ -18,8 +18,8 @@ from mcp.client import ClientRequestContext
 from mcp.client.stdio import stdio_client
 from test_mcp_support import MODES, call_ok, error_text, write_manifest
 
-from mcp_server.faces.mcp_roots import environment_of, inside_roots, root_path
-from mcp_server.faces.server import server
+from mcp_server.faces.mcp.roots import environment_of, inside_roots, root_path
+from mcp_server.faces.mcp.server import server
 
 pytestmark = pytest.mark.anyio
 BIN = Path(sys.executable).parent

@@ -28,10 +28,10 @@ from test_mcp_support import (
 
 from mcp_server import operations
 from mcp_server.environment.install import STEPS
-from mcp_server.faces import mcp_runtime
-from mcp_server.faces.mcp_inputs import BRANCH_QUESTION
-from mcp_server.faces.mcp_runtime import RedactingFormatter
-from mcp_server.faces.server import server
+from mcp_server.faces.mcp import calls as mcp_runtime
+from mcp_server.faces.mcp.inputs import BRANCH_QUESTION
+from mcp_server.faces.mcp.lifecycle import RedactingFormatter
+from mcp_server.faces.mcp.server import server
 from mcp_server.source.sourcerepo import SourceRepository, create_reference_repository
 
 pytestmark = pytest.mark.anyio

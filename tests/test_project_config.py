@@ -16,7 +16,7 @@ from test_mcp_roots import Roots
 from test_mcp_support import call_ok, error_text
 
 from mcp_server.errors import InvalidInput
-from mcp_server.faces.server import server
+from mcp_server.faces.mcp.server import server
 from mcp_server.source.config import (
     PROFILE_ENV,
     STORE_ENV,

@@ -15,7 +15,7 @@ from typing import Any, Literal
 import pytest
 from pydantic import BaseModel
 
-from mcp_server.faces.mcp_app import reply_model
+from mcp_server.faces.mcp.calls import reply_model
 from mcp_server.faces.registry import ROWS, Row, load_named
 
 MAX_DEPTH = 6

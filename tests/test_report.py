@@ -29,7 +29,7 @@ from mcp_server import schemagen
 from mcp_server.errors import SetupError
 from mcp_server.experiments.attempts import log_attempt
 from mcp_server.experiments.files import ExperimentFiles
-from mcp_server.faces.server import server
+from mcp_server.faces.mcp.server import server
 from mcp_server.report.make import ReportResult, make_report
 from mcp_server.requests import ReportQuery
 from mcp_server.values import ExperimentId

@@ -41,7 +41,7 @@ from refengine_helpers import (
 
 from mcp_server.experiments.attempts import AttemptEntry, read_attempts
 from mcp_server.experiments.files import ExperimentFiles
-from mcp_server.faces.server import server
+from mcp_server.faces.mcp.server import server
 from mcp_server.slurm.scheduler import LIVE_STATES, query_job
 from mcp_server.slurm.template import EXIT_BOOTSTRAP, EXIT_IDENTITY, EXIT_INVALID
 from mcp_server.source.sourcerepo import SourceRepository

@@ -123,21 +123,36 @@ def test_submit_sends_one_sbatch_whose_user_values_never_become_options(
     )  # fmt: skip
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="submit passes --output=<experiment folder>/slurm-%j.out: a '%' pattern or a "
-    "backslash in the workspace path is SLURM's filename pattern syntax, so the job log lands "
-    "elsewhere than the job_log recorded (with a backslash slurmd cannot open it and the job "
-    "fails to launch)",
-)
-@pytest.mark.parametrize("name", ["sweep-%x", "back\\slash"])
+@pytest.mark.parametrize("name", ["sweep-%x", "run-%4j-%%-%u", "100%"])
 def test_the_recorded_job_log_is_where_slurm_writes_it_whatever_the_workspace_is_named(
     engine_env: Path, tmp_path: Path, name: str
 ) -> None:
+    # '%' is sbatch's filename pattern syntax: the folder goes to sbatch escaped ('%%').
     shim = SlurmShim(tmp_path)
     result = submit(shim, engine_env, tmp_path, "--workspace", str(tmp_path / name), "--json")
     assert result.code == 0, result.output
-    assert json.loads(result.stdout)["job_log"] == shim.job(JOB)["stdout"]
+    out = json.loads(result.stdout)
+    folder = tmp_path / name / ".automl-setup" / "exp"
+    assert out["job_log"] == shim.job(JOB)["stdout"] == str(folder / f"slurm-{JOB}.out")
+    assert f"--chdir={folder}" in shim.calls("sbatch")[0]  # a directory, not a pattern
+    assert attempts(tmp_path / name)[0]["log"] == out["job_log"]
+
+
+def test_a_workspace_with_a_backslash_is_refused_before_anything_is_bound(
+    engine_env: Path, tmp_path: Path
+) -> None:
+    # A backslash anywhere turns sbatch's filename patterns off, and there is no escape for it.
+    shim = SlurmShim(tmp_path)
+    ws = tmp_path / "back\\slash"
+    before = env_snapshot(engine_env)
+    result = submit(shim, engine_env, tmp_path, "--workspace", str(ws))
+    assert result.code == 2, result.output
+    assert (
+        "slurm submit: the workspace path " in result.stderr
+        and "contains a backslash" in result.stderr
+        and "remedy: give a --workspace DIR whose path has no backslash" in result.stderr
+    ), result.output
+    assert shim.calls() == [] and not ws.exists() and env_snapshot(engine_env) == before
 
 
 def test_refused_submissions_leave_no_experiment_and_no_job(
@@ -176,12 +191,6 @@ def test_a_job_the_watcher_could_not_register_is_kept_with_a_note(
     assert not (ws / ".automl-setup" / "slurm-jobs.json").exists()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the note carries SchedulerError's remedy, 'the watcher asks again on its next "
-    "tick', but a job that is not registered is never asked about by the watcher: the note "
-    "should say to register it (`slurm watch register`) once the scheduler answers",
-)
 def test_the_note_of_an_unregistered_job_says_how_to_register_it(
     engine_env: Path, tmp_path: Path
 ) -> None:
@@ -190,7 +199,8 @@ def test_the_note_of_an_unregistered_job_says_how_to_register_it(
     result = submit(shim, engine_env, tmp_path, "--workspace", str(tmp_path / "ws"), "--json")
     assert result.code == 0, result.output
     (note,) = json.loads(result.stdout)["notes"]
-    assert "slurm watch register" in note and "asks again" not in note
+    register = f"automl-setup slurm watch register --job-id {JOB} --experiment-id exp"
+    assert f"{register} --workspace {tmp_path / 'ws'}" in note and "asks again" not in note
 
 
 # --------------------------------------------------------------------------------------------

@@ -39,7 +39,7 @@ from test_experiments import Experiment, interrupt, launch_detached, subreaper, 
 from test_mcp_support import error_text
 
 from mcp_server.errors import SetupError
-from mcp_server.faces.server import server
+from mcp_server.faces.mcp.server import server
 from mcp_server.slurm.jobregistry import register_job
 from mcp_server.slurm.watcher import WatchRequest, WatchTick, tick
 

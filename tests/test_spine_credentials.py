@@ -23,7 +23,7 @@ from conftest import run_cli
 from mcp import Client
 
 from mcp_server.errors import SetupError
-from mcp_server.faces.server import server
+from mcp_server.faces.mcp.server import server
 from mcp_server.redact import redact_text
 from mcp_server.source import gitsource
 from mcp_server.values import CommitId, RepositoryUrl, Subdirectory

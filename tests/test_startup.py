@@ -20,8 +20,8 @@ from conftest import profile_args
 from refengine_helpers import manifest_data, write_manifest
 
 from mcp_server.errors import SetupError
-from mcp_server.faces.mcp_app import CATALOG_PATH
-from mcp_server.faces.mcp_catalog import live_catalog, render
+from mcp_server.faces.mcp.catalog import live_catalog, render
+from mcp_server.faces.mcp.sdk import CATALOG_PATH
 from mcp_server.procwait import wait_exit
 from mcp_server.source.gitsource import run_git
 from mcp_server.source.sourcerepo import REFERENCE_DISTRIBUTION, SourceRepository
@@ -99,7 +99,7 @@ def test_launch_imports_only_what_it_runs(installed_env: Path, tmp_path: Path) -
 def test_closed_tool_schemas_equal_the_ones_regenerated_from_the_strict_models() -> None:
     """The server closes each tool's published input schema in place instead of regenerating
     it (start-up time): it must be exactly what the strict argument model generates."""
-    from mcp_server.faces.server import server
+    from mcp_server.faces.mcp.server import server
 
     server.register_now()
     tools = server._tool_manager.list_tools()
@@ -114,12 +114,12 @@ def test_closed_tool_schemas_equal_the_ones_regenerated_from_the_strict_models()
 def test_the_mcp_servers_start_imports_none_of_the_areas_behind_its_tools() -> None:
     """Until a call needs them, the server lists its tools from the committed catalog, so its
     start imports the SDK and the runtime, not the 21 tools' areas, results and renderers."""
-    code = "import sys, mcp_server.faces.server; print(' '.join(sorted(sys.modules)))"
+    code = "import sys, mcp_server.faces.mcp.server; print(' '.join(sorted(sys.modules)))"
     proc = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
     ours = [m for m in proc.stdout.split() if m.startswith("mcp_server.")]
-    assert "mcp_server.faces.mcp_app" in ours  # the server itself was imported
+    assert "mcp_server.faces.mcp.app" in ours  # the server itself was imported
     areas = ("environment", "experiments", "slurm", "report", "source", "operations")
     late = [f"mcp_server.{area}" for area in areas] + ["mcp_server.faces.tools_"]
     assert [m for m in ours if m.startswith(tuple(late))] == [], ours
@@ -128,7 +128,7 @@ def test_the_mcp_servers_start_imports_none_of_the_areas_behind_its_tools() -> N
 
 def test_the_committed_mcp_catalog_is_what_the_registered_tools_publish() -> None:
     assert CATALOG_PATH.read_text(encoding="utf-8") == render(live_catalog()), (
-        f"{CATALOG_PATH} is stale: run `python -m mcp_server.faces.mcp_catalog` and commit it"
+        f"{CATALOG_PATH} is stale: run `python -m mcp_server.faces.mcp.catalog` and commit it"
     )
 
 

@@ -19,7 +19,7 @@ from mcp import Client
 from test_experiments import Reaper, make_interrupted, subreaper
 
 from mcp_server.environment.wheelstore import STORE_ENV
-from mcp_server.faces.server import server
+from mcp_server.faces.mcp.server import server
 from mcp_server.slurm.jobregistry import JobRegistry
 from mcp_server.source.sourcerepo import SourceRepository
 

@@ -30,8 +30,8 @@ from test_mcp_support import call_ok, error_text
 
 from mcp_server.environment.install import STEPS
 from mcp_server.faces.cli.progress import CliProgress
-from mcp_server.faces.mcp_resources import environment_uri, experiment_uri
-from mcp_server.faces.server import server
+from mcp_server.faces.mcp.resources import environment_uri, experiment_uri
+from mcp_server.faces.mcp.server import server
 from mcp_server.source.sourcerepo import SourceRepository
 
 pytestmark = pytest.mark.slow

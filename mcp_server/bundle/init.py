@@ -46,7 +46,7 @@ from mcp_server.bundle.targets import (
     skill_targets,
 )
 from mcp_server.errors import ExitCode, InvalidInput, SetupError
-from mcp_server.fsutil import atomic_write_bytes, io_failure
+from mcp_server.fsutil import atomic_write_bytes, io_failure, real_path
 from mcp_server.source.profile import load_profile
 from mcp_server.values import RepositoryUrl
 
@@ -110,8 +110,11 @@ def _link_on_the_way(project: Path, rel: str) -> str | None:
         path = path / part
         if path.is_symlink():
             target = path.readlink()
-            inside = path.resolve().is_relative_to(project)
-            where = "inside the project" if inside else "outside the project"
+            try:  # real_path: Path.resolve() judges a symlink loop differently on each version
+                inside = real_path(path).is_relative_to(project)
+                where = "inside the project" if inside else "outside the project"
+            except OSError:  # ELOOP
+                where = "a symlink loop"
             return f"{path} is a symbolic link to {target} ({where}); init writes real files only"
     return None
 

@@ -59,8 +59,9 @@ def _claim_new(path: Path, stack: contextlib.ExitStack) -> TargetEnv | None:
     removal of every folder this call made should the caller's body fail."""
     made = _make_parents(path.parent)
     # The parent's flock makes "folder made + lock taken" one step for every automl-setup
-    # process: nobody sees the new folder without its lock held.
-    with _remove_on_failure(made), _dir_lock(path.parent):
+    # process: nobody sees the new folder without its lock held (target.py reads the lock under
+    # a shared flock of the parent). Held only for a mkdir and a lock: never long.
+    with _remove_on_failure(made), locked_directory(path.parent):
         try:
             path.mkdir()
         except FileExistsError:
@@ -106,15 +107,6 @@ def _cannot_create(path: Path, exc: OSError) -> SetupError:
         f"{path} could not be created ({exc.strerror or exc})",
         "check that the path is writable and its parent is a directory",
     )
-
-
-@contextlib.contextmanager
-def _dir_lock(directory: Path) -> Iterator[None]:
-    try:
-        with locked_directory(directory):  # held only for a mkdir and a lock: never long
-            yield
-    except OSError as exc:
-        raise _cannot_create(directory, exc) from None
 
 
 @contextlib.contextmanager

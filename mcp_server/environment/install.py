@@ -68,6 +68,8 @@ class InstallResult(BaseModel):
 # Who is bound to an environment's engine (transition rule 2) is known only to the experiments layer
 # above; it hands the question in: state dir -> "id (workspace)" of each unfinished one.
 BoundExperiments = Callable[[Path], list[str]]
+# The caller's own call for the same engine in a new environment (and prose): the guard's remedy.
+Again = tuple[str | Fix, ...]
 
 
 def install_engine(
@@ -86,8 +88,29 @@ def install_engine(
     with open_for_install(request.python, create=request.create_env) as env:
         return _install_locked(
             request.profile, env, request.branch, request.commit, extras, bound, progress, ready,
-            expect=request.expect_commit, policy=policy,
+            expect=request.expect_commit, policy=policy, again=_asked_again(request),
         )  # fmt: skip
+
+
+def _asked_again(request: InstallRequest) -> Again:
+    """This install call into a new environment: the engine exactly as asked (source, the
+    profile fields that are not the default, the extras), so a remedy copied as it is installs
+    that engine, never the default branch."""
+    default = EngineProfile()
+    engine = [
+        (name, str(getattr(request.profile, name)))
+        for name in ("repository", "subdirectory", "distribution", "requirement")
+        if getattr(request.profile, name) != getattr(default, name)
+    ]
+    wheel = str(request.wheel.path) if request.wheel is not None else None
+    source = (
+        ("branch", request.branch), ("expect_commit", request.expect_commit),
+        ("commit", request.commit), ("wheel", wheel), ("sha256", request.sha256),
+    )  # fmt: skip
+    call = Fix("install", (*source, *engine, ("python", "NEW"), ("create_env", True)))
+    extras = sorted(set(request.extras))
+    # A call renders no list of values: prose names the extras.
+    return (call, f" (with the extras {', '.join(extras)})") if extras else (call,)
 
 
 def install_artifact(
@@ -99,14 +122,17 @@ def install_artifact(
     bound: BoundExperiments,
     progress: Progress = no_progress,
     policy: ClosurePolicy | None = None,
+    *,
+    again: Again,
 ) -> InstallResult:
     """Install a wheel already in the store, with `extras`, with the identity it had
     (`recreate`; `policy` pins its dependency closure)."""
     with open_for_install(python, create=create_env) as env:
         extras = sorted(set(extras))
         return _install_locked(
-            profile, env, None, None, extras, bound, progress, artifact, policy=policy
-        )
+            profile, env, None, None, extras, bound, progress, artifact, policy=policy,
+            again=again,
+        )  # fmt: skip
 
 
 def _install_locked(
@@ -121,9 +147,11 @@ def _install_locked(
     *,
     expect: CommitId | None = None,
     policy: ClosurePolicy | None = None,
+    again: Again,
 ) -> InstallResult:
     """The install, called with the environment lock held: of `ready` (a wheel in the store),
-    or else of the branch (which must point at `expect` when given) or commit, built here."""
+    or else of the branch (which must point at `expect` when given) or commit, built here;
+    `again` asks for the same engine in a new environment (the guard's remedy)."""
     store = RecordStore(env.state_dir)
     repaired = recover_interrupted(env, store)
     if repaired:
@@ -181,7 +209,7 @@ def _install_locked(
                 repaired=repaired,
                 profile_source=profile.source(),
             )
-    _guard_bound_experiments(env, previous, bound)
+    _guard_bound_experiments(env, previous, bound, again)
     with scratch_dir(WORK_PREFIX) as work, ThreadPoolExecutor(max_workers=2) as pool:
         # Read-only look at the environment (under its lock) while the wheel builds; uv's
         # version, which the record names, is asked meanwhile too (cached for the process).
@@ -278,7 +306,7 @@ def _same_source(
 
 
 def _guard_bound_experiments(
-    env: TargetEnv, previous: InstallRecord | None, bound: BoundExperiments
+    env: TargetEnv, previous: InstallRecord | None, bound: BoundExperiments, again: Again
 ) -> None:
     """Rule 5: no different engine in place under unfinished experiments bound to this one."""
     if previous is None:
@@ -289,10 +317,7 @@ def _guard_bound_experiments(
         raise SetupError(
             "install",
             f"unfinished experiments are bound to the engine in {env.prefix}: {names}",
-            [
-                "install the new engine into a separate environment (same branch or commit): ",
-                Fix("install", (("python", "NEW"), ("create_env", True))),
-            ],
+            ["install it into a separate environment instead: ", *again],
         )
 
 

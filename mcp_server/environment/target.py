@@ -7,8 +7,8 @@ is read by `probe_interpreter`, through `TargetEnv.probe`.
 
 from __future__ import annotations
 
-import fcntl
 import os
+import shlex
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -21,7 +21,7 @@ from mcp_server.environment.probe import (
     run_checked,
 )
 from mcp_server.errors import ExitCode, InvalidInput, SetupError
-from mcp_server.fsutil import STATE_DIR_NAME, open_state
+from mcp_server.fsutil import STATE_DIR_NAME, exclusive_holder, locked_directory
 from mcp_server.values import TargetPath
 
 LOCK_NAME = "lock"  # <state dir>/lock: the environment lock (RecordStore.lock_path)
@@ -134,15 +134,31 @@ def _existing(path: Path, origin: str) -> TargetEnv:
 
 
 def venv_interpreter(directory: Path) -> Path:
-    for candidate in VENV_INTERPRETERS:
-        if os.path.lexists(directory / candidate):
-            return directory / candidate
+    found = _interpreter_in(directory)
+    if found is not None:
+        return found
     step = "locate environment"
     if (directory / "pyvenv.cfg").is_file():
         raise SetupError(
             step,
             f"{directory} is a broken virtual environment: it has no bin/python",
             BROKEN_REMEDY,
+        )
+    # Perhaps a venv another automl-setup call is making right now, or one it began and never
+    # finished: that is said, never "not a virtual environment".
+    holder = _creating(directory)
+    found = _interpreter_in(directory)  # made meanwhile, while this call waited
+    if found is not None:
+        return found
+    if holder is not None and holder != f"pid {os.getpid()}":
+        raise _in_use(directory, holder)
+    if _abandoned_claim(directory):
+        raise SetupError(
+            step,
+            f"{directory} was claimed by an automl-setup --create-env that did not finish (it "
+            "holds no interpreter, only automl-setup's lock, and no process holds that)",
+            f"remove it (rm -r {shlex.quote(str(directory))}), then run the command again with "
+            "--create-env",
         )
     raise InvalidInput(
         step,
@@ -153,33 +169,60 @@ def venv_interpreter(directory: Path) -> Path:
     )
 
 
+def _interpreter_in(directory: Path) -> Path | None:
+    for candidate in VENV_INTERPRETERS:
+        if os.path.lexists(directory / candidate):
+            return directory / candidate
+    return None
+
+
+def _abandoned_claim(directory: Path) -> bool:
+    """Nothing in `directory` but the lock `--create-env` takes first (create.py)."""
+    state = directory / STATE_DIR_NAME
+    try:
+        return [p.name for p in directory.iterdir()] == [STATE_DIR_NAME] and [
+            p.name for p in state.iterdir()
+        ] == [LOCK_NAME]
+    except OSError:
+        return False
+
+
 def _refuse_in_use(path: Path) -> None:
     """Before running anything in it: a venv whose lock is held may be half made by a
     concurrent --create-env (its interpreter could even report the base Python's prefix)."""
     venv = path if path.is_dir() else path.parent.parent
-    holder = _lock_holder(venv / STATE_DIR_NAME / LOCK_NAME)
+    holder = _creating(venv)
     if holder is not None:
-        raise SetupError(
-            "locate environment",
-            f"environment {venv} is in use by another automl-setup process ({holder}); it may "
-            "be creating this environment concurrently",
-            "wait for it to finish, then run the command again",
-        )
+        raise _in_use(venv, holder)
+
+
+def _in_use(venv: Path, holder: str) -> SetupError:
+    return SetupError(
+        "locate environment",
+        f"environment {venv} is in use by another automl-setup process ({holder}); it may "
+        "be creating this environment concurrently",
+        "wait for it to finish, then run the command again",
+    )
+
+
+def _creating(venv: Path) -> str | None:
+    """Who holds the environment lock of `venv` (its pid text), or None; never creates it.
+
+    A `--create-env` makes the folder and takes its lock in one step under an exclusive flock
+    of the parent (create.py), so the lock is read under a shared flock of the parent: a folder
+    made an instant ago is never seen without its lock."""
+    try:
+        with locked_directory(venv.parent, shared=True):  # waits for a mkdir and a lock only
+            return _lock_holder(venv / STATE_DIR_NAME / LOCK_NAME)
+    except SetupError:  # the parent cannot be opened: read the lock without waiting
+        return _lock_holder(venv / STATE_DIR_NAME / LOCK_NAME)
 
 
 def _lock_holder(lock: Path) -> str | None:
-    """Who holds the environment lock `lock` (its pid text), or None; never creates it."""
     try:
-        fd = open_state(lock, os.O_RDONLY, step="lock")
-    except (OSError, SetupError):  # missing, or not ours to read: nobody we know holds it
+        return exclusive_holder(lock)
+    except SetupError:  # not ours to read: nobody we know holds it
         return None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "unknown"
-    finally:
-        os.close(fd)
-    return None
 
 
 def _refuse_own(env: TargetEnv, origin: str) -> TargetEnv:

@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, RootModel
 
 from mcp_server.environment.records import FieldDiff, utc_now
+from mcp_server.errors import SetupError
 from mcp_server.experiments.files import ExperimentFiles
 from mcp_server.fsutil import numbered_append
 from mcp_server.persisted import Persisted, load_persisted_lines
@@ -98,6 +99,17 @@ def next_attempt(files: ExperimentFiles) -> Iterator[tuple[int, Callable[..., At
 def log_attempt(files: ExperimentFiles, **fields: Any) -> AttemptEntry:
     with next_attempt(files) as (_number, log):
         return log(**fields)
+
+
+def record_refusal(files: ExperimentFiles, refusal: SetupError, **fields: Any) -> None:
+    """Append `refusal` to the ledger as a `refused` line. When the ledger cannot take it (a
+    read-only folder, a full disk), the refusal still names its own step and cause, and says
+    that it is not recorded: the ledger's failure is never shown in its place."""
+    fields.setdefault("differences", getattr(refusal, "differences", []))
+    try:
+        log_attempt(files, outcome="refused", reason=refusal.message, **fields)
+    except SetupError as failure:
+        refusal.details.append(f"not recorded in the attempts ledger: {failure.cause}")
 
 
 def read_attempts(files: ExperimentFiles) -> tuple[list[AttemptEntry], int | None]:

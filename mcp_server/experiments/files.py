@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mcp_server.errors import ExitCode, Fix, SetupError
-from mcp_server.fsutil import STATE_DIR_NAME, open_lock, open_state
+from mcp_server.fsutil import STATE_DIR_NAME, io_failure, open_lock, open_state
 from mcp_server.values import ExperimentId
 
 SIDECAR = STATE_DIR_NAME  # the workspace's state folder
@@ -88,19 +88,24 @@ def controller_lock(files: ExperimentFiles) -> Iterator[int]:
                 f"another controller holds the lock of experiment {files.experiment_id}",
                 ["wait for it, or check ", status_fix(files)],
             ) from None
+        except OSError as exc:  # e.g. ENOLCK: a network file system without locks
+            raise io_failure("lock", files.lock, exc) from None
         yield fd
     finally:
         os.close(fd)
 
 
 def lock_is_held(files: ExperimentFiles) -> bool:
-    if not files.lock.exists():
+    try:
+        fd = open_state(files.lock, os.O_RDONLY, step="lock")
+    except FileNotFoundError:  # never made: no engine ever held it
         return False
-    fd = open_state(files.lock, os.O_RDONLY, step="lock")
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         return True
+    except OSError as exc:
+        raise io_failure("lock", files.lock, exc) from None
     finally:
         os.close(fd)
     return False

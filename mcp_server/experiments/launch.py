@@ -18,7 +18,7 @@ from mcp_server.environment.target import TargetEnv, locate
 from mcp_server.environment.transaction import Progress
 from mcp_server.environment.verify import verify_environment
 from mcp_server.errors import Fix, Remedy, SetupError
-from mcp_server.experiments.attempts import log_attempt
+from mcp_server.experiments.attempts import record_refusal
 from mcp_server.experiments.binding import Binding, EngineBinding, resume_fix
 from mcp_server.experiments.engine import engine_command, engine_plan, engine_script, require_record
 from mcp_server.experiments.files import ExperimentFiles, controller_lock
@@ -103,7 +103,7 @@ def bind_new_experiment(
             step, f"experiment {experiment_id} already exists in {files.workspace}", remedy
         )
         if files.dir.is_dir():  # an experiment of ours: its ledger records the refusal
-            log_attempt(files, action=step, outcome="refused", reason=refusal.message)
+            record_refusal(files, refusal, action=step)
         raise refusal
     require_record(env, step)  # before the lock, which would create files in the env
     store = RecordStore(env.state_dir)

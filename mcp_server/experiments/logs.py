@@ -23,7 +23,7 @@ from mcp_server.experiments.files import (
     require_experiment,
     status_fix,
 )
-from mcp_server.fsutil import open_reader
+from mcp_server.fsutil import io_failure, open_reader
 from mcp_server.redact import redact_text
 from mcp_server.requests import LogsQuery
 
@@ -137,12 +137,19 @@ def follow_log(
     """After `tail`, pass on what the attempt's log gains until no engine holds the
     controller lock any more and the log has been read to its end."""
     assert tail.attempt is not None
-    offset = tail.size_bytes
-    with open_reader(Path(tail.path)) as log:
+    path, offset = Path(tail.path), tail.size_bytes
+    try:
+        log = open_reader(path)
+    except FileNotFoundError as exc:  # removed since its tail was read
+        raise io_failure("follow log", path, exc) from None
+    with log:
         while True:
             running = lock_is_held(files)  # before reading: the last bytes come before exit
-            log.seek(offset)
-            data = log.read()
+            try:
+                log.seek(offset)
+                data = log.read()
+            except OSError as exc:  # not around emit: a closed pipe is the face's to handle
+                raise io_failure("follow log", path, exc) from None
             # Whole lines only, so a credential is never split where redaction misses it.
             data = data[: data.rfind(b"\n") + 1] if running else data
             if data:

@@ -17,7 +17,7 @@ from mcp_server.environment.pins import ClosurePolicy, overrides_for
 from mcp_server.environment.records import FieldDiff
 from mcp_server.environment.target import locate
 from mcp_server.environment.wheelstore import WheelStore
-from mcp_server.errors import SetupError
+from mcp_server.errors import Fix, SetupError
 from mcp_server.experiments.binding import (
     Binding,
     binding_differences,
@@ -77,6 +77,10 @@ def recreate_engine(request: RecreateRequest, progress: Progress = no_progress) 
     if differences:
         raise _refusal(binding, "the wheel found is not the bound build", differences)
     policy, elsewhere = _closure_policy(binding, progress)
+    again = Fix("recreate", (
+        ("experiment_id", binding.experiment_id), ("workspace", str(files.workspace)),
+        ("python", "NEW"), ("create_env", True),
+    ))  # fmt: skip
     try:
         result = install_artifact(
             _profile(binding),
@@ -87,6 +91,7 @@ def recreate_engine(request: RecreateRequest, progress: Progress = no_progress) 
             bound_experiments,
             progress,
             policy,
+            again=(again,),
         )
     except SetupError as exc:
         if not elsewhere or exc.step != "install":

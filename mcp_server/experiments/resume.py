@@ -14,7 +14,7 @@ from mcp_server.environment.target import TargetEnv, locate
 from mcp_server.environment.transaction import Progress
 from mcp_server.environment.verify import verify_environment
 from mcp_server.errors import Remedy, SetupError
-from mcp_server.experiments.attempts import log_attempt
+from mcp_server.experiments.attempts import record_refusal
 from mcp_server.experiments.binding import (
     Binding,
     binding_differences,
@@ -63,13 +63,7 @@ def resume_experiment(request: ResumeRequest, progress: Progress | None = None) 
             _refuse_a_copy(binding, files)
             return _resume_locked(files, binding, request, lock_fd, progress)
     except SetupError as exc:
-        log_attempt(
-            files,
-            action="resume",
-            outcome="refused",
-            reason=exc.message,
-            differences=getattr(exc, "differences", []),
-        )
+        record_refusal(files, exc, action="resume")
         raise
 
 

@@ -15,7 +15,7 @@ import time
 from pydantic import BaseModel, ConfigDict, Field
 
 from mcp_server.errors import SetupError
-from mcp_server.experiments.attempts import AttemptEntry, log_attempt, read_attempts
+from mcp_server.experiments.attempts import AttemptEntry, log_attempt, read_attempts, record_refusal
 from mcp_server.experiments.binding import read_binding
 from mcp_server.experiments.engine import engine_status
 from mcp_server.experiments.files import (
@@ -95,7 +95,7 @@ def stop_experiment(request: StopRequest) -> StopResult:
     try:
         entry = running_engine(files)
     except SetupError as exc:
-        log_attempt(files, action="stop", outcome="refused", reason=exc.message)
+        record_refusal(files, exc, action="stop")
         raise
     assert entry.pid is not None
     began = time.monotonic()

@@ -42,6 +42,7 @@ from mcp_server.fsutil.locks import (
     open_lock,
     shared_lock,
 )
+from mcp_server.fsutil.realpath import real_path
 from mcp_server.fsutil.statedir import (
     STATE_DIR_NAME,
     io_failure,
@@ -74,6 +75,7 @@ __all__ = [
     "probe_writable",
     "read_file",
     "read_json_lines",
+    "real_path",
     "shared_lock",
     "state_dir",
     "write_new_at",

@@ -25,12 +25,19 @@ from mcp_server.fsutil.statedir import (
 
 
 @contextlib.contextmanager
-def locked_directory(directory: Path) -> Iterator[None]:
-    """An exclusive (blocking) flock of a directory a user named, such as the one a new
-    environment is made in: not state, so its path is followed like any path given."""
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+def locked_directory(directory: Path, *, shared: bool = False) -> Iterator[None]:
+    """A blocking flock (exclusive, or `shared`) of a directory a user named, such as the one a
+    new environment is made in: not state, so its path is followed like any path given. An
+    OSError is a refusal naming the directory."""
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise io_failure("lock", directory, exc) from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+        except OSError as exc:
+            raise io_failure("lock", directory, exc) from None
         yield
     finally:
         os.close(fd)

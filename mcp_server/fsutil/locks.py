@@ -42,6 +42,8 @@ def _flock(path: Path, mode: int, refusal: Callable[[], SetupError]) -> Iterator
             fcntl.flock(fd, mode | fcntl.LOCK_NB)
         except BlockingIOError:
             raise refusal() from None
+        except OSError as exc:  # e.g. ENOLCK: a network file system without locks
+            raise io_failure("lock", path, exc) from None
         yield fd
     finally:
         os.close(fd)
@@ -68,6 +70,8 @@ def exclusive_holder(path: Path) -> str | None:
         except BlockingIOError:
             return os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "unknown"
         return None
+    except OSError as exc:
+        raise io_failure("read", path, exc) from None
     finally:
         os.close(fd)
 

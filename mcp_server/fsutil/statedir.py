@@ -126,11 +126,14 @@ def open_dir(path: Path, *, step: str, create: bool = False, edge: Path | None =
 def state_dir(
     path: Path, *, step: str, create: bool = False, edge: Path | None = None
 ) -> Iterator[int]:
-    """`open_dir` for the duration; any OSError is a refusal naming the path."""
+    """`open_dir` for the duration; any OSError is a refusal naming the path, but for
+    FileNotFoundError when the directory is missing and not to be created."""
     try:
         fd = open_dir(path, step=step, create=create, edge=edge)
-    except FileNotFoundError:
-        raise
+    except FileNotFoundError as exc:
+        if not create:
+            raise
+        raise io_failure(step, path, exc) from None  # made, then removed by someone else
     except OSError as exc:
         raise io_failure(step, path, exc) from None
     try:
@@ -169,12 +172,22 @@ def is_link_at(dir_fd: int, name: str) -> bool:
 def open_state(
     path: Path, flags: int, *, step: str, create_dirs: bool = False, edge: Path | None = None
 ) -> int:
-    """A descriptor of the state file `path`, opened with `flags` by the rules above."""
+    """A descriptor of the state file `path`, opened with `flags` by the rules above. Any
+    OSError is a refusal naming the path, but for the two answers a caller can act on:
+    FileNotFoundError when the file (or its folder) is missing and not to be created, and
+    FileExistsError when `O_EXCL` found it there."""
     try:
         with state_dir(path.parent, step=step, create=create_dirs, edge=edge) as dir_fd:
             return open_at(dir_fd, path, flags, step=step)
-    except (FileNotFoundError, FileExistsError):
-        raise
+    except FileNotFoundError as exc:
+        if not flags & os.O_CREAT:
+            raise
+        # To be created, yet missing: its folder is (no caller expects that as an answer).
+        raise io_failure(step, path, exc) from None
+    except FileExistsError as exc:
+        if flags & os.O_EXCL:
+            raise
+        raise io_failure(step, path, exc) from None
     except OSError as exc:
         raise io_failure(step, path, exc) from None
 

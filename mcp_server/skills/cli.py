@@ -11,7 +11,7 @@ from pathlib import Path
 
 from mcp_server.errors import ExitCode, SetupError
 from mcp_server.skills.links import Problem, Tally, check_links, default_link_targets
-from mcp_server.skills.reference import reference_problems
+from mcp_server.skills.reference import reference_problems, skipped_note
 from mcp_server.skills.report import FORMATS, Format, build_report, render
 from mcp_server.skills.settings import LayoutError, read_layout
 from mcp_server.skills.sync import CANONICAL_DIR, check_repository, manifest, sync
@@ -31,12 +31,18 @@ EXIT_CODES = (
     "exit codes:\n  0  ok (warnings only, without --strict)\n  1  errors found (or warnings, "
     "with --strict), or refused\n  2  usage error"
 )
+# Where skills-ref cannot be installed (reference.py): our rules alone, and a note.
+SKIPPED_NOTE = (
+    "\n\non Python 3.10 the reference validator (skills-ref needs 3.11) cannot run: it is\n"
+    "skipped with a note on stderr, and the exit code is that of our rules alone"
+)
 # (command, one-line help, the paragraph of its --help)
 COMMANDS = (
     ("sync", "copy skills/ into .claude/skills/ and .agents/skills/",
      "Copy the canonical skills/ folder into both discovery paths, .claude/skills/ and "
-     ".agents/skills/, so Claude Code and Codex find the same skills; files of ours no "
-     "longer in skills/ are removed there."),
+     ".agents/skills/, so Claude Code and Codex find the same skills: each mirror is made an "
+     "exact copy, so anything in it that skills/ does not hold (a file, a folder, a symlink) "
+     "is removed."),
     ("check", "validate skills; with no PATH also detect drift",
      "Validate every skill with our strict rules and the Agent Skills reference validator "
      "(skills-ref), each finding graded: an error for what the specification requires, a "
@@ -44,8 +50,9 @@ COMMANDS = (
      "drifted from the skills folder (the mirrors named by --mirror or the repository's "
      "[tool.automl-setup.skills] settings, else the discovery folders that exist)."),
     ("manifest", "print sha256 and size of each skill file",
-     "Print the sha256 and size of every file of every skill, one line each, for a review "
-     "or a release note to pin."),
+     "Print one JSON document: the skills, the path, sha256 and size of every file of "
+     "every skill, and one sha256 over them all (bundle_sha256), for a review or a release "
+     "note to pin."),
     ("links", "check relative links and anchors in markdown",
      "Check that every relative link and #anchor in the repository's markdown (or the "
      "PATHs) points at a file and heading that exist; the last line counts what was checked."),
@@ -68,7 +75,8 @@ def skills_parser() -> argparse.ArgumentParser:
     for name, text, description in COMMANDS:
         p = sub.add_parser(
             name, parents=[common], help=text, description=textwrap.fill(description, 78),
-            epilog=f"example:\n  automl-setup skills {name}\n\n{EXIT_CODES}",
+            epilog=f"example:\n  automl-setup skills {name}\n\n{EXIT_CODES}"
+            + (SKIPPED_NOTE if name == "check" else ""),
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )  # fmt: skip
         if name in PATHS_HELP:
@@ -148,6 +156,9 @@ def cli_main(argv: list[str]) -> int:
         if args.command == "check":
             tally = Tally()
             root, problems = _check(args, tally)
+            note = skipped_note()
+            if note is not None:  # never silently a half check
+                print(f"note: {note}", file=sys.stderr)
             return _report(args, root, problems, tally)
         if args.command == "manifest":
             root = _root(args, need_skills=True)

@@ -22,6 +22,8 @@ from urllib.parse import unquote, urlsplit
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
+from mcp_server.fsutil import real_path
+
 MARKDOWN_SUFFIXES = frozenset({".md", ".markdown"})
 # What `automl-setup skills links` checks when given no paths, relative to the repository.
 DEFAULT_LINK_TARGETS = ("README.md", "docs", "skills")
@@ -333,8 +335,11 @@ class LinkChecker:
         self.tally.links += 1  # a relative link: its target is checked on disk
         if path_part.startswith("/"):
             return ("link-absolute", f"{target}: absolute path; use a path relative to this file")
-        resolved = (source.parent / path_part).resolve() if path_part else source.resolve()
-        confine = self.confine.resolve()
+        try:  # real_path: Path.resolve() judges a symlink loop differently on each version
+            resolved = real_path(source.parent / path_part if path_part else source)
+            confine = real_path(self.confine)
+        except OSError:  # ELOOP
+            return ("link-target", f"{target}: a symlink loop")
         if resolved != confine and confine not in resolved.parents:
             return ("link-escape", f"{target}: leaves {self.confine.name}/")
         if not _exact_case_exists(resolved, confine):

@@ -19,6 +19,7 @@ from typing import Any
 import jsonschema
 import yaml
 
+from mcp_server.fsutil import real_path
 from mcp_server.skills.links import LinkChecker, Problem, Tally, extract_links
 
 SKILL_FILE = "SKILL.md"
@@ -299,7 +300,10 @@ def _nested_references(skill_dir: Path, md: Path) -> list[Problem]:
         target = (link.target or "").split("#", 1)[0]
         if not target or ":" in target or target.startswith("/"):
             continue
-        resolved = (md.parent / target).resolve()
+        try:  # real_path: Path.resolve() judges a symlink loop differently on each version
+            resolved = real_path(md.parent / target)
+        except OSError:  # ELOOP: the link check reports it
+            continue
         inside = resolved.is_relative_to(skill_dir.resolve())
         if (
             inside

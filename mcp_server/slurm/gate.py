@@ -17,7 +17,7 @@ from typing import Literal
 
 from mcp_server.environment.target import locate
 from mcp_server.errors import ExitCode, SetupError
-from mcp_server.experiments.attempts import log_attempt, read_attempts
+from mcp_server.experiments.attempts import log_attempt, read_attempts, record_refusal
 from mcp_server.experiments.binding import read_binding
 from mcp_server.experiments.files import ExperimentFiles, require_experiment
 from mcp_server.experiments.resume import bound_engine
@@ -83,13 +83,14 @@ def gate(allocation: Allocation, exhausted: bool) -> str:
             f"allocations exhausted: generation {allocation.generation} >= cap {allocation.cap}"
             " (AUTOML_CONTROLLER_MAX_ALLOCATIONS); nothing was started"
         )
-        log_attempt(files, outcome="refused", reason=reason, **where)
-        raise SetupError(
+        refusal = SetupError(
             STEP,
             reason,
             "resubmit with a larger --max-allocations if the experiment should go on",
             exit_code=ExitCode.INVALID_INPUT,
         )
+        record_refusal(files, refusal, **where)
+        raise refusal
     try:
         binding = read_binding(files)
         env = locate(allocation.python)
@@ -100,10 +101,7 @@ def gate(allocation: Allocation, exhausted: bool) -> str:
         with bound_engine(binding, env, remedy, STEP):
             pass
     except SetupError as exc:
-        log_attempt(
-            files, outcome="refused", reason=exc.message,
-            differences=getattr(exc, "differences", []), **where,
-        )  # fmt: skip
+        record_refusal(files, exc, **where)
         raise
     log_attempt(
         files, outcome="accepted", pid=os.getppid(), environment=str(env.prefix),

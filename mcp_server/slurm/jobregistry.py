@@ -106,7 +106,10 @@ def registry_lock(workspace: Path, step: str) -> Iterator[None]:
     """Exclusive flock of the sidecar directory (blocking: registrations and ticks are short,
     and a second watcher must wait for the first one's receipts, not repeat them)."""
     with state_dir(sidecar(workspace), step=step) as fd:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError as exc:  # e.g. ENOLCK: a network file system without locks
+            raise io_failure(step, sidecar(workspace), exc) from None
         yield
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from mcp_server.environment.target import TargetEnv, locate
-from mcp_server.errors import SetupError
+from mcp_server.errors import Arg, Fix, InvalidInput, SetupError, command_line
 from mcp_server.experiments.attempts import log_attempt
 from mcp_server.experiments.binding import Binding
 from mcp_server.experiments.engine import engine_script, require_record
@@ -84,11 +84,27 @@ def _values(
     )
 
 
+def filename_pattern(path: Path) -> str:
+    """`path` as an sbatch filename pattern (man sbatch, "filename pattern") naming exactly it:
+    every '%' doubled. A backslash anywhere turns every replacement off (and is dropped), and
+    SLURM has no escape for one, so such a path is refused."""
+    text = str(path)
+    if "\\" in text:
+        raise InvalidInput(
+            "slurm submit",
+            f"the workspace path {text} contains a backslash, which sbatch's filename patterns "
+            "cannot name (the job log would go elsewhere or the job fail to start)",
+            ["give a ", Arg("workspace", "DIR"), " whose path has no backslash"],
+        )
+    return text.replace("%", "%%")
+
+
 def sbatch_argv(request: SubmitRequest, files: ExperimentFiles, script: Path) -> list[str]:
+    # --output is a filename pattern; --chdir and the script path are plain paths.
     argv = [
         "sbatch", "--parsable", "--requeue", f"--signal=B:USR1@{WARNING_SECONDS}",
         f"--job-name=automl-{files.experiment_id}", f"--chdir={files.dir}",
-        f"--output={files.dir}/slurm-%j.out", "--open-mode=append",
+        f"--output={filename_pattern(files.dir)}/slurm-%j.out", "--open-mode=append",
     ]  # fmt: skip
     if request.time is not None:
         argv.append(f"--time={request.time}")
@@ -117,6 +133,7 @@ def _sbatch(argv: list[str]) -> str:
 
 
 def submit_controller(request: SubmitRequest) -> SubmittedController:
+    filename_pattern(request.workspace.path)  # refused before anything is bound
     bind = LaunchRequest(
         manifest=request.manifest, workspace=request.workspace, python=request.python
     )
@@ -152,7 +169,15 @@ def submit_controller(request: SubmitRequest) -> SubmittedController:
         try:  # for the watcher; the job exists either way, so a refusal is a note
             register_job(files.workspace, job_id, files.experiment_id, how="submit")
         except SetupError as exc:
-            notes.append(f"not registered for the watcher: {exc.message}")
+            # Not the error's own remedy: the watcher never asks about a job it does not know.
+            register = Fix("slurm watch register", (
+                ("job_id", job_id), ("experiment_id", files.experiment_id),
+                ("workspace", str(files.workspace)),
+            ))  # fmt: skip
+            notes.append(
+                f"not registered for the watcher: {exc.step}: {exc.cause}; once that is "
+                f"fixed, register it: {command_line(register)}"
+            )
         return SubmittedController(
             experiment_id=files.experiment_id, job_id=job_id, script_path=str(script),
             template_sha256=sha, job_log=str(job_log), max_allocations=request.max_allocations,

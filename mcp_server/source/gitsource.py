@@ -20,6 +20,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from mcp_server.errors import SetupError, shown
+from mcp_server.fsutil import real_path
 from mcp_server.scratch import scratch_dir
 from mcp_server.source.profile import confusable_note, tomllib
 from mcp_server.values import (
@@ -354,9 +355,13 @@ def ls_tree_entry(listing: str, name: str) -> tuple[str, str, str] | None:
 
 
 def _confined(root: Path, subdirectory: str) -> Path:
-    """The checked-out subdirectory, proven to resolve inside the checkout."""
-    real_root = root.resolve()
-    target = (root / subdirectory).resolve()
+    """The checked-out subdirectory, proven to resolve inside the checkout (by `real_path`:
+    `Path.resolve()` judges a symlink loop differently on each Python version)."""
+    try:
+        real_root, target = real_path(root), real_path(root / subdirectory)
+    except OSError as exc:  # ELOOP: a symlink loop
+        cause = f"subdirectory {shown(subdirectory, 100)} cannot be followed: {exc.strerror}"
+        raise SetupError("fetch", cause, SUBDIRECTORY_REMEDY) from None
     if target != real_root and real_root not in target.parents:
         raise SetupError(
             "fetch",

@@ -16,7 +16,6 @@ from pydantic import BaseModel
 
 from mcp_server.errors import InvalidInput
 from mcp_server.faces.cli.flags import LazySubParsers, add_flags
-from mcp_server.faces.cli.progress import CliProgress
 from mcp_server.faces.registry import ALWAYS, COMMON_CODES, ExitCodes, Row, load_named, row
 from mcp_server.faces.registry.fields import build_request
 from mcp_server.requests import DEFAULT_BRANCH
@@ -46,18 +45,14 @@ def profile_from_flags(args: argparse.Namespace) -> EngineProfile:
     )
 
 
-def request_fields(args: argparse.Namespace, model: type[BaseModel]) -> dict[str, Any]:
-    """The request's fields from the flags of the same name (the profile from its group; the
-    python and workspace the project file names when the flag is not given)."""
-    fields = {
-        name: profile_from_flags(args) if name == "profile" else getattr(args, name)
-        for name in model.model_fields
-    }
+def project_defaults(fields: dict[str, Any], *, workspace_needed: bool) -> dict[str, Any]:
+    """`fields` with a python and workspace not given taken from the project file (found from
+    the working directory); a needed workspace that neither names is refused. Every command
+    with these flags takes them this way, operation or not."""
+    fields = dict(fields)
     if "python" in fields:
         fields["python"] = project_path(Path.cwd(), fields["python"], "python")
-    if "workspace" in fields and (
-        model.model_fields["workspace"].is_required() or fields.get("experiment_id")
-    ):
+    if "workspace" in fields and workspace_needed:
         fields["workspace"] = project_path(Path.cwd(), fields["workspace"], "workspace")
         if fields["workspace"] is None:
             raise InvalidInput(
@@ -66,6 +61,20 @@ def request_fields(args: argparse.Namespace, model: type[BaseModel]) -> dict[str
                 "pass --workspace DIR, or set workspace in the project file "
                 "(`automl-setup config show` shows what is found)",
             )
+    return fields
+
+
+def request_fields(args: argparse.Namespace, model: type[BaseModel]) -> dict[str, Any]:
+    """The request's fields from the flags of the same name (the profile from its group; the
+    python and workspace the project file names when the flag is not given)."""
+    fields = {
+        name: profile_from_flags(args) if name == "profile" else getattr(args, name)
+        for name in model.model_fields
+    }
+    needed = "workspace" in fields and (
+        model.model_fields["workspace"].is_required() or bool(fields.get("experiment_id"))
+    )
+    fields = project_defaults(fields, workspace_needed=needed)
     no_source = (fields.get(key) is None for key in ("branch", "commit", "wheel"))
     if args.operation == "install" and all(no_source):
         fields["branch"] = DEFAULT_BRANCH  # a person at the command line; agents are asked
@@ -80,6 +89,8 @@ def run_operation(args: argparse.Namespace) -> Outcome:
     operation = row(args.operation)
     request = build_request(operation.request, request_fields(args, operation.request))
     if "progress" in inspect.signature(operation.run).parameters:  # install, launch, resume
+        from mcp_server.faces.cli.progress import CliProgress  # the install's steps: ~0.1 s
+
         progress = CliProgress(enabled=not args.json and not getattr(args, "detach", False))
         try:
             result = operation.run(request, progress)
@@ -154,11 +165,21 @@ def add_operation(sub: Subparsers, op: Row) -> argparse.ArgumentParser:
     command of words ("slurm submit") is added as its last word under `sub`."""
     name = op.command.split()[-1]
     p = _parser(sub, name, op.summary, op.description, None, (), op.aliases)
-    handler = run_operation if op.handler is None else load_named(op.handler)
-    p.set_defaults(handler=handler, operation=op.command)
+    p.set_defaults(handler=run_operation if op.handler is None else _handler(op.handler))
+    p.set_defaults(operation=op.command)
     assert isinstance(p, Parser)
     p.pending = lambda parser: _operation_flags(parser, op)
     return p
+
+
+def _handler(name: str) -> Callable[[argparse.Namespace], Outcome]:
+    """A row's own handler, imported when its command runs (not when the parser is built)."""
+
+    def handle(args: argparse.Namespace) -> Outcome:
+        handler: Callable[[argparse.Namespace], Outcome] = load_named(name)
+        return handler(args)
+
+    return handle
 
 
 def _operation_flags(parser: argparse.ArgumentParser, op: Row) -> None:

@@ -135,7 +135,7 @@ def _main(argv: list[str]) -> int:
     Parser.json_errors = "--json" in argv
     args = parser.parse_args(argv)
     if args.command == "mcp":
-        from mcp_server.faces.server import main as serve
+        from mcp_server.faces.mcp.server import main as serve
 
         return serve()
     return _run(args, getattr(args, "json", False))

@@ -9,9 +9,16 @@ import argparse
 from pathlib import Path
 
 from mcp_server.errors import ExitCode, InvalidInput, SetupError
-from mcp_server.faces.cli.commands import Outcome, Parser, Subparsers, add_command
+from mcp_server.faces.cli.commands import (
+    Outcome,
+    Parser,
+    Subparsers,
+    add_command,
+    project_defaults,
+)
 from mcp_server.faces.cli.flags import add_fields
 from mcp_server.faces.registry import row
+from mcp_server.faces.registry.fields import build_request
 from mcp_server.slurm.template import EXIT_IDENTITY
 
 # The flags of `slurm submit` that the script depends on: `render` takes them too.
@@ -52,7 +59,9 @@ def add_commands(slurm_sub: Subparsers) -> None:
         codes=((EXIT_IDENTITY, "the node's engine is not the bound build (never requeued)"),),
     )  # fmt: skip
     p.add_argument("--experiment-id", required=True, help="exact experiment id")
-    p.add_argument("--workspace", help="directory of experiments")
+    p.add_argument(
+        "--workspace", help="directory of experiments (default: the project file's workspace)"
+    )
     p.add_argument("--python", required=True, help="this node's environment of the engine")
     p.add_argument("--generation", required=True, type=int, help="this allocation's number")
     p.add_argument("--cap", required=True, type=int, help="allocations in all")
@@ -74,10 +83,9 @@ def cmd_render(args: argparse.Namespace) -> Outcome:
     from mcp_server.slurm.requests import SubmitRequest
     from mcp_server.slurm.submit import render_controller
 
-    request = SubmitRequest(
-        manifest=args.manifest, workspace=args.workspace, python=args.python,
-        max_allocations=args.max_allocations,
-    )  # fmt: skip
+    fields = project_defaults({f: getattr(args, f) for f in RENDERED}, workspace_needed=True)
+    request = build_request(SubmitRequest, fields)
+    assert isinstance(request, SubmitRequest)
     text = render_controller(request)
     if args.output is None:
         return Outcome({"script": text}, text.removesuffix("\n"))  # print adds it back
@@ -94,10 +102,13 @@ def cmd_gate(args: argparse.Namespace) -> Outcome:
     from mcp_server.slurm.gate import Allocation, gate
     from mcp_server.values import ExperimentId, TargetPath, WorkspacePath
 
+    # --python is required (the script names this node's environment); the workspace may come
+    # from the project file.
+    workspace = project_defaults({"workspace": args.workspace}, workspace_needed=True)
     allocation = Allocation(
-        experiment_id=ExperimentId(args.experiment_id), workspace=WorkspacePath(args.workspace),
-        python=TargetPath(args.python), generation=args.generation, cap=args.cap,
-        action=args.action,
+        experiment_id=ExperimentId(args.experiment_id),
+        workspace=WorkspacePath(workspace["workspace"]), python=TargetPath(args.python),
+        generation=args.generation, cap=args.cap, action=args.action,
     )  # fmt: skip
     try:
         text = gate(allocation, args.exhausted)

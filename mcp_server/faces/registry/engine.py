@@ -64,10 +64,10 @@ ROWS: tuple[Row, ...] = (
         "install the engine from a branch or commit",
         "Resolve the branch (or take the full commit), fetch exactly that source, build a "
         "wheel, check it and install it into the environment in one transaction that is "
-        "verified and recorded, or rolled back. With neither --branch nor --commit the command "
-        f"line installs {DEFAULT_BRANCH}. The default engine is {DEFAULT_DISTRIBUTION} from "
-        f"{DEFAULT_REPOSITORY}, subdirectory {DEFAULT_SUBDIRECTORY} (another one: the profile "
-        "flags, $AUTOML_SETUP_PROFILE or the project file).",
+        "verified and recorded, or rolled back. With neither --branch, --commit nor --wheel "
+        f"the command line installs {DEFAULT_BRANCH}. The default engine is "
+        f"{DEFAULT_DISTRIBUTION} from {DEFAULT_REPOSITORY}, subdirectory {DEFAULT_SUBDIRECTORY} "
+        "(another one: the profile flags, $AUTOML_SETUP_PROFILE or the project file).",
         "automl-setup install --branch main --python .venv-train --create-env\n"
         "automl-setup install --branch dev/x --expect-commit COMMIT --python .venv-dev",
         "Install the engine from source",

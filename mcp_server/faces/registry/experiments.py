@@ -22,8 +22,8 @@ ENGINE_EXIT: ExitCodes = (
      "saved; resume it)"),
 )  # fmt: skip
 # What a started engine's reply adds on the MCP face: the resource URIs of its attempt.
-STARTED_AFTER = "mcp_server.faces.mcp_resources:started_reply"
-STARTED_EXTRA = "mcp_server.faces.mcp_resources:StartedResources"
+STARTED_AFTER = "mcp_server.faces.mcp.resources:started_reply"
+STARTED_EXTRA = "mcp_server.faces.mcp.resources:StartedResources"
 DETACHED = "an MCP call always returns at once (detached); the command line can wait"
 
 ROWS: tuple[Row, ...] = (

@@ -40,6 +40,7 @@ def settings_text(settings: EffectiveSettings) -> str:
             f"python:        {settings.python.value or '(none)'}  ({settings.python.source})",
             f"workspace:     {settings.workspace.value or '(none)'}  ({settings.workspace.source})",
             f"wheel store:   {settings.store.value}  ({settings.store.source})",
-            "precedence: flags > " + PROFILE_ENV + " > project file > built-in default",
+            f"precedence: flags > --profile FILE > ${PROFILE_ENV} > project file > built-in "
+            "default",
         ]
     )

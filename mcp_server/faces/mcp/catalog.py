@@ -4,7 +4,7 @@
 The server answers those lists from the committed catalog until a call needs a tool or a
 resource itself (`DeferredServer` in mcp_app.py): a client starting the server then waits for
 the SDK's import, not for every area's models and 21 tools' schemas as well. `python -m
-mcp_server.faces.mcp_catalog` rewrites the file from the registered tools; a test fails when the
+mcp_server.faces.mcp.catalog` rewrites the file from the registered tools; a test fails when the
 committed catalog differs from what they publish.
 """
 
@@ -16,8 +16,8 @@ from typing import Any
 
 import anyio
 
-from mcp_server.faces.mcp_app import CATALOG_LISTS, CATALOG_PATH
-from mcp_server.faces.server import server
+from mcp_server.faces.mcp.sdk import CATALOG_LISTS, CATALOG_PATH
+from mcp_server.faces.mcp.server import server
 
 
 def live_catalog() -> dict[str, list[dict[str, Any]]]:

@@ -18,10 +18,10 @@ from typing import Annotated, Any, Literal
 from mcp.server.mcpserver import Context, ElicitationResult, Resolve
 from pydantic import Field
 
-from mcp_server.faces.mcp_app import call, reply_model, tool
-from mcp_server.faces.mcp_inputs import BranchChoice, ProfileOption, ask_branch, chosen_branch
-from mcp_server.faces.mcp_roots import Roots
-from mcp_server.faces.mcp_runtime import MonotonicProgress
+from mcp_server.faces.mcp.calls import call, reply_model, tool
+from mcp_server.faces.mcp.inputs import BranchChoice, ProfileOption, ask_branch, chosen_branch
+from mcp_server.faces.mcp.progress import MonotonicProgress
+from mcp_server.faces.mcp.roots import Roots
 from mcp_server.faces.registry import ROWS, Row, load_named
 from mcp_server.faces.registry.fields import FieldShape, shapes
 

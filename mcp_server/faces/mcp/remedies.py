@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 
-from mcp_server.errors import Arg, Fix, SetupError
+from mcp.server.mcpserver.exceptions import ToolError
+
+from mcp_server.errors import Arg, Fix, InvalidInput, SetupError
 from mcp_server.faces.registry import tool_name
 from mcp_server.source.profile import EngineProfile
 
@@ -30,6 +32,11 @@ def tool_call(fix: Fix | Arg) -> str:
         args["profile"] = profile
     shown = ", ".join(f"{name}={json.dumps(value)}" for name, value in args.items())
     return f"call {tool} with {shown}" if shown else f"call {tool}"
+
+
+def refusal(step: str, cause: str, remedy: str) -> ToolError:
+    """A refusal of the MCP face itself (no branch to install, the server stopping)."""
+    return ToolError(InvalidInput(step, cause, remedy).full_text())
 
 
 def tool_error_text(exc: SetupError) -> str:

@@ -34,8 +34,8 @@ from mcp_server.experiments.binding import read_binding
 from mcp_server.experiments.files import ExperimentFiles, require_experiment
 from mcp_server.experiments.logs import attempt_log
 from mcp_server.experiments.started import StartedEngine
-from mcp_server.faces.mcp_roots import check_roots, resource_roots
-from mcp_server.faces.remedies import tool_error_text
+from mcp_server.faces.mcp.remedies import tool_error_text
+from mcp_server.faces.mcp.roots import check_roots, resource_roots
 from mcp_server.requests import HistoryQuery, StatusQuery
 from mcp_server.values import ExperimentId, TargetPath, WorkspacePath
 
@@ -87,7 +87,7 @@ def started_resources(started: StartedEngine, workspace: WorkspacePath) -> dict[
 def started_reply(request: Any, started: StartedEngine) -> dict[str, Any]:
     """What a launch's or resume's reply adds: the server reaps the detached engine (it
     outlives the engines it starts), and the reply names the started attempt's resources."""
-    from mcp_server.faces.mcp_runtime import reap
+    from mcp_server.faces.mcp.calls import reap
 
     reap(started.pid)
     return started_resources(started, request.workspace)

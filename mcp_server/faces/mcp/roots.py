@@ -23,6 +23,7 @@ from mcp.server.mcpserver.resolve import (
 from mcp.types import InputRequiredResult, ListRootsResult
 
 from mcp_server.errors import InvalidInput
+from mcp_server.fsutil import real_path
 
 STEP = "check roots"
 
@@ -49,10 +50,12 @@ def inside_roots(path: str | Path, roots: Sequence[str | Path]) -> bool:
 
 def _resolved(path: str | Path) -> Path | None:
     # As the value types read a path (mcp_server/values.py): `~` expanded, then resolved the
-    # way the OS follows it (a `..` after a symlink leaves the symlink's target).
+    # way the OS follows it (a `..` after a symlink leaves the symlink's target), by
+    # `real_path`, not `Path.resolve()`, whose answer for a symlink loop depends on the Python
+    # version (3.13 no longer raises).
     try:
-        return Path(path).expanduser().resolve()
-    except (OSError, RuntimeError):  # RuntimeError: a symlink loop (Python < 3.13)
+        return real_path(path)
+    except OSError:  # ELOOP: a symlink loop
         return None
 
 

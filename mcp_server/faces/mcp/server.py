@@ -16,19 +16,14 @@ import sys
 
 import anyio
 
-from mcp_server.faces.mcp_app import server
-from mcp_server.faces.mcp_runtime import (
-    RedactingFormatter,
-    forbid_unknown_arguments,
-    serve,
-    serve_in_own_session,
-    tidy_descriptions,
-)
+from mcp_server.faces.mcp.app import server
+from mcp_server.faces.mcp.lifecycle import RedactingFormatter, serve, serve_in_own_session
+from mcp_server.faces.mcp.sdk import forbid_unknown_arguments, tidy_descriptions
 
 
 def register_tools_and_resources() -> None:
-    from mcp_server.faces.mcp_resources import register
-    from mcp_server.faces.mcp_tools import register_tools
+    from mcp_server.faces.mcp.resources import register
+    from mcp_server.faces.mcp.tools import register_tools
 
     register_tools()  # one tool per row of the registry (faces/mcp_tools.py)
 

@@ -12,8 +12,8 @@ from mcp.server.mcpserver import Context, Elicit, ElicitationResult
 from mcp.types import ListRootsResult
 from pydantic import BaseModel, ConfigDict, Field
 
-from mcp_server.faces.mcp_roots import check_roots, first_root
-from mcp_server.faces.mcp_runtime import refusal
+from mcp_server.faces.mcp.remedies import refusal
+from mcp_server.faces.mcp.roots import check_roots, first_root
 from mcp_server.source.config import effective_profile
 from mcp_server.source.profile import EngineProfile
 from mcp_server.values import (
