@@ -386,3 +386,20 @@ def slurm_cluster() -> SlurmCluster:
             pytest.fail(f"AUTOML_REQUIRE_SLURM=1 but {message}", pytrace=False)
         pytest.skip(message)
     return SlurmCluster(Path(conf))
+
+
+@pytest.fixture
+def immutable() -> Iterator[Callable[[Path], None]]:
+    """`chattr +i` a directory (undone afterwards): creating or removing entries in it fails
+    with EPERM even for root. Skips where the file system has no immutable attribute."""
+    marked: list[Path] = []
+
+    def mark(path: Path) -> None:
+        proc = subprocess.run(["chattr", "+i", str(path)], capture_output=True, check=False)
+        if proc.returncode != 0:
+            pytest.skip(f"chattr +i does not work here: {proc.stderr.decode().strip()}")
+        marked.append(path)
+
+    yield mark
+    for path in reversed(marked):
+        subprocess.run(["chattr", "-i", str(path)], check=True)

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -324,23 +323,6 @@ def test_unwritable_experiment_folder_is_a_clear_refusal(
 
 # --------------------------------------------------------------------------------------------
 # Class 9: read-only site-packages is refused before anything is touched
-
-
-@pytest.fixture
-def immutable() -> Iterator[Callable[[Path], None]]:
-    """`chattr +i` a directory (undone afterwards): creating or removing entries in it fails
-    with EPERM even for root. Skips where the file system has no immutable attribute."""
-    marked: list[Path] = []
-
-    def mark(path: Path) -> None:
-        proc = subprocess.run(["chattr", "+i", str(path)], capture_output=True, check=False)
-        if proc.returncode != 0:
-            pytest.skip(f"chattr +i does not work here: {proc.stderr.decode().strip()}")
-        marked.append(path)
-
-    yield mark
-    for path in marked:
-        subprocess.run(["chattr", "-i", str(path)], check=True)
 
 
 @pytest.mark.slow

@@ -9,7 +9,6 @@ EPERM even for root (ext4 here; skipped where the file system has no immutable a
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -31,22 +30,6 @@ from mcp_server.fsutil import locked_directory, open_lock, open_log, open_state
 @pytest.fixture(name="reaper")
 def reaper_fixture() -> Iterator[Reaper]:
     yield from subreaper()
-
-
-@pytest.fixture
-def immutable() -> Iterator[Callable[[Path], None]]:
-    """`chattr +i` a path, undone afterwards (so that pytest can remove the temp folder)."""
-    marked: list[Path] = []
-
-    def mark(path: Path) -> None:
-        proc = subprocess.run(["chattr", "+i", str(path)], capture_output=True, check=False)
-        if proc.returncode != 0:
-            pytest.skip(f"chattr +i does not work here: {proc.stderr.decode().strip()}")
-        marked.append(path)
-
-    yield mark
-    for path in reversed(marked):
-        subprocess.run(["chattr", "-i", str(path)], check=True)
 
 
 def assert_refusal(output: str, step: str) -> None:
