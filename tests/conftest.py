@@ -4,105 +4,28 @@ real command line run as a subprocess."""
 from __future__ import annotations
 
 import compileall
-import hashlib
 import os
-import shutil
 import subprocess
-import sys
-import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from support.cli import REPO_ROOT
+from support.engines import (
+    WheelInstall,
+    install_main,
+    make_venv,
+    new_source_repo,
+)
+from support.experiments import Experiment, Reaper, make_interrupted, subreaper
+from support.slurm_cluster import SlurmCluster
+from support.trees import env_snapshot, tree_digest
 
 from mcp_server.environment.wheelstore import STORE_ENV
 from mcp_server.source.sourcerepo import (
-    REFERENCE_DISTRIBUTION,
     SourceRepository,
 )
 from mcp_server.source.wheelbuild import uv_binary
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
-
-
-@dataclass
-class CliResult:
-    code: int
-    stdout: str
-    stderr: str
-
-    @property
-    def output(self) -> str:
-        return self.stdout + self.stderr
-
-
-def run_cli(
-    *args: str,
-    env: dict[str, str] | None = None,
-    timeout: float = 300,
-    cwd: Path | None = None,
-) -> CliResult:
-    """`automl-setup ARGS` as a real process (the installed console script's module)."""
-    # A VIRTUAL_ENV inherited from the developer's shell must not pick the target for a test.
-    full_env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
-    full_env.update(env or {})
-    proc = subprocess.run(
-        [sys.executable, "-m", "mcp_server.faces.cli", *args],
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-        env=full_env,
-        cwd=cwd,
-        timeout=timeout,
-        check=False,
-    )
-    return CliResult(proc.returncode, proc.stdout, proc.stderr)
-
-
-def profile_args(repo: SourceRepository) -> list[str]:
-    """Profile flags that point automl-setup at a local reference-engine repository."""
-    return [
-        "--repository",
-        repo.url,
-        "--subdirectory",
-        repo.subdirectory,
-        "--distribution",
-        REFERENCE_DISTRIBUTION,
-    ]
-
-
-def tree_digest(root: Path, *, skip: Callable[[Path], bool] = lambda p: False) -> dict[str, str]:
-    """sha256 of every regular file under root (symlinks by target), for byte-identity checks."""
-    out: dict[str, str] = {}
-    if not root.exists():
-        return out
-    for path in sorted(root.rglob("*")):
-        rel = path.relative_to(root)
-        if "__pycache__" in rel.parts or skip(rel):
-            continue
-        if path.is_symlink():
-            out[str(rel)] = "link:" + os.readlink(path)
-        elif path.is_file():
-            out[str(rel)] = hashlib.sha256(path.read_bytes()).hexdigest()
-    return out
-
-
-def make_venv(path: Path) -> Path:
-    """An empty venv of the running interpreter, made with uv."""
-    subprocess.run(
-        [uv_binary(), "venv", "--quiet", "--python", sys.executable, str(path)],
-        check=True,
-        capture_output=True,
-    )
-    return path
-
-
-def env_snapshot(env_dir: Path) -> dict[str, str]:
-    """Everything an install may touch in a venv: packages, scripts and the automl-setup state
-    (except the lock file, whose pid text changes by design)."""
-    return tree_digest(env_dir, skip=lambda rel: rel.name == "lock")
-
 
 SHARES_INSTALLED_ENV = "shares_installed_env"
 
@@ -122,18 +45,18 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 # `--dist loadfile` a worker takes whole files in collection order, so these start first and no
 # long file is left to run alone at the end.
 LONGEST_FIRST = (
-    "test_experiments_resume.py",
-    "test_install.py",
-    "test_experiments.py",
-    "test_spine_experiments.py",
-    "test_install_crash.py",
-    "test_closure.py",
+    "test_resume.py",
+    "test_install_from_source.py",
+    "test_launch_and_status.py",
+    "test_binding_under_faults.py",
+    "test_install_killed_then_repaired.py",
+    "test_closure_exact.py",
     "test_sft_demo.py",
-    "test_spine_target.py",
-    "test_spine_records.py",
+    "test_target_under_faults.py",
+    "test_records_under_faults.py",
     "test_skills_ci.py",
     "test_slurm_controller.py",
-    "test_mcp_server.py",
+    "test_mcp_tools.py",
 )
 
 
@@ -168,24 +91,6 @@ def wheel_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         os.environ.pop(STORE_ENV, None)
     else:
         os.environ[STORE_ENV] = previous
-
-
-def new_source_repo(root: Path) -> SourceRepository:
-    """`main` and `dev/next` with distinct engine sources."""
-    repo = SourceRepository(root)
-    repo.commit_engine("main", marker="main-1")
-    repo.commit_engine("dev/next", base="main", marker="dev-next-1")
-    return repo
-
-
-def install_main(env_dir: Path, repo: SourceRepository) -> Path:
-    """`automl-setup install --create-env` of `main` into env_dir, through the real CLI."""
-    result = run_cli(
-        "install", "--branch", "main", "--python", str(env_dir), "--create-env",
-        *profile_args(repo),
-    )  # fmt: skip
-    assert result.code == 0, result.output
-    return env_dir
 
 
 @pytest.fixture(scope="session")
@@ -239,55 +144,6 @@ def installed_env(
     )
 
 
-# A user's own repository, as `automl-setup init` meets it.
-CODEX_CONFIG = '# my Codex settings\nmodel = "o4"  # keep this\n\n[mcp_servers.other]\ncommand = "other-server"\nargs = ["--flag"]\n'  # noqa: E501
-MCP_JSON = '{\n    "mcpServers": {\n        "other": {"command": "other-server", "args": []}\n    },\n    "extra": true\n}\n'  # noqa: E501
-
-
-def user_project(root: Path) -> Path:
-    """A user's repository: a git repo with its own pyproject.toml, an .mcp.json holding another
-    server, and a .codex/config.toml with a comment and another server."""
-    root.mkdir()
-    subprocess.run(["git", "init", "-q", str(root)], check=True)
-    (root / "pyproject.toml").write_text('[project]\nname = "my-training"\nversion = "1.0"\n')
-    (root / ".mcp.json").write_text(MCP_JSON)
-    (root / ".codex").mkdir()
-    (root / ".codex" / "config.toml").write_text(CODEX_CONFIG)
-    return root
-
-
-def snapshot(project: Path) -> dict[str, str]:
-    """Every file of a project but its .git, for byte-identity checks."""
-    return tree_digest(project, skip=lambda rel: rel.parts[0] == ".git")
-
-
-def checkout_copy(root: Path) -> Path:
-    """This repository as a user's clone has it: the files git tracks (and new ones it does not
-    ignore), without this checkout's .venv."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=REPO_ROOT, capture_output=True, check=True,
-    ).stdout.decode().split("\0")  # fmt: skip
-    for rel in filter(None, listed):
-        source = REPO_ROOT / rel
-        if source.is_file():
-            (root / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, root / rel)
-    return root
-
-
-@dataclass(frozen=True)
-class WheelInstall:
-    """automl-setup as a user gets it: the wheel built from this checkout, installed without
-    extras into a fresh venv outside the checkout (as `uv tool install` or pip would)."""
-
-    wheel: Path
-    venv: Path
-
-    def script(self, name: str) -> str:
-        return str(self.venv / "bin" / name)
-
-
 @pytest.fixture(scope="session")
 def wheel_install(tmp_path_factory: pytest.TempPathFactory) -> WheelInstall:
     root = tmp_path_factory.mktemp("from-wheel")
@@ -307,54 +163,6 @@ def wheel_install(tmp_path_factory: pytest.TempPathFactory) -> WheelInstall:
     ]
     subprocess.run(install, check=True, capture_output=True, stdin=subprocess.DEVNULL)
     return WheelInstall(wheel, venv)
-
-
-def outside_env() -> dict[str, str]:
-    """The environment of a process run as a user would: no VIRTUAL_ENV of the developer's."""
-    return {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
-
-
-def engine_marker(env_dir: Path) -> str:
-    """Import the installed engine in its own interpreter and return its build marker."""
-    proc = subprocess.run(
-        [
-            str(env_dir / "bin" / "python"),
-            "-c",
-            "import automl_refengine._build_marker as m; print(m.MARKER)",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-        stdin=subprocess.DEVNULL,
-    )
-    return proc.stdout.strip()
-
-
-@dataclass(frozen=True)
-class SlurmCluster:
-    """The running test cluster (tests/slurm/cluster.sh): its configuration and environment."""
-
-    conf: Path
-
-    def env(self) -> dict[str, str]:
-        return {**os.environ, "SLURM_CONF": str(self.conf)}
-
-
-def start_requeued_job(job_id: str, env: dict[str, str] | None = None) -> None:
-    """Start a requeued job, already PENDING, now rather than at its begin time (about two
-    minutes), but never within the second its requeue ended the last allocation: slurmd
-    compares credential times in whole seconds and kills a relaunch from that same second
-    ("Killing non-startable batch JobId=...: Job credential revoked"), failing the job."""
-    pending = int(time.time())
-    while int(time.time()) <= pending:
-        time.sleep(0.02)
-    subprocess.run(
-        ["scontrol", "update", f"jobid={job_id}", "StartTime=now"],
-        env=env,
-        capture_output=True,
-        check=True,
-        timeout=30,
-    )
 
 
 @pytest.fixture(scope="session")
@@ -403,3 +211,14 @@ def immutable() -> Iterator[Callable[[Path], None]]:
     yield mark
     for path in reversed(marked):
         subprocess.run(["chattr", "-i", str(path)], check=True)
+
+
+@pytest.fixture(name="reaper")
+def reaper_fixture() -> Iterator[Reaper]:
+    yield from subreaper()
+
+
+@pytest.fixture(name="interrupted")
+def interrupted_fixture(tmp_path: Path, installed_env: Path, reaper: Reaper) -> Experiment:
+    """An experiment launched on the `main` build and stopped by SIGTERM after one trial."""
+    return make_interrupted(tmp_path, installed_env, reaper)

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import CliResult, run_cli
-from refengine_helpers import manifest_data, write_manifest
+from support.cli import CliResult, run_cli
+from support.refengine import manifest_data, write_manifest
 
 COMMANDS = ("sbatch", "squeue", "sacct", "scancel")
 FIRST_JOB_ID = 4242

@@ -133,7 +133,7 @@ def add_command(
 ) -> argparse.ArgumentParser:
     """A subcommand that is not an operation, whose --help has a paragraph (`description`), an
     example and the exit codes: the common ones, `codes`, those of an interruption
-    (tests/test_cli_help.py requires them of every subcommand)."""
+    (tests/faces/test_cli_help.py requires them of every subcommand)."""
     every = (*COMMON_CODES, *codes, *ALWAYS)
     return _parser(sub, name, text, description or text, example, every, aliases)
 

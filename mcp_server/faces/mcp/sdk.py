@@ -1,7 +1,7 @@
 """Every use of the MCP SDK beyond its public API, in one place: the server that registers its
 tools when a call first needs one (answering the lists from the committed catalog until then),
 strict tool arguments, and tidy descriptions. An SDK upgrade is checked here
-(tests/test_startup.py checks what each patch relies on)."""
+(tests/faces/test_startup.py checks what each patch relies on)."""
 
 from __future__ import annotations
 
@@ -91,7 +91,7 @@ def forbid_unknown_arguments(server: MCPServer) -> None:
     registered model is replaced by a subclass with extra="forbid", and the published input
     schema closed the same way (`additionalProperties: false`, all that extra="forbid" changes
     in it). Start-up time: the subclass's validator is built on its first call, and the schema
-    is not regenerated (tests/test_startup.py checks it equals the regenerated one)."""
+    is not regenerated (tests/faces/test_startup.py checks it equals the regenerated one)."""
     for tool in server._tool_manager.list_tools():
         loose = tool.fn_metadata.arg_model
         config = ConfigDict(extra="forbid", defer_build=True)
