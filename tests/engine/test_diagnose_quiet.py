@@ -1,4 +1,4 @@
-"""Quiet failures made loud, noise removed (issue 19, item 6): diagnose says only what it
+"""Quiet failures made loud, noise removed: diagnose says only what it
 found, one line per fact; a verify mismatch ends with its remedy; the same commit installed
 over modified files says it repaired them; an interrupted install names its distribution."""
 

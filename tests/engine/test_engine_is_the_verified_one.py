@@ -1,4 +1,4 @@
-"""Issue 8, classes 5 and 7: the engine that runs is the verified environment's own, and a
+"""The engine that runs is the verified environment's own, and a
 manifest the engine rejects is refused before anything is created.
 
 Real venvs, real `cp -a`, real uv installs and the real command line; no mocks."""

@@ -1,4 +1,4 @@
-"""The target environment under faults, races and bad input (issue 8, classes 1, 2, 10, 16):
+"""The target environment under faults, races and bad input:
 `--create-env` never removes what it did not create, concurrent creators of one new environment
 leave exactly one verified install, a target that is not a Python interpreter (or is
 automl-setup's own environment) is refused at the locate step, a killed `resolve` leaves no

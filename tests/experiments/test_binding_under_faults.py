@@ -1,6 +1,6 @@
-"""Issue 8, experiments: a binding that is not this experiment's (4), moved or copied workspaces
-(6), parallel launches into one environment (14), `status` of a killed engine and over-long ids
-(16). Real venvs, real uv installs, real engine processes; every refusal is checked twice (the
+"""Experiments under faults: a binding that is not this experiment's, moved or copied
+workspaces, parallel launches into one environment, `status` of a killed engine and over-long
+ids. Real venvs, real uv installs, real engine processes; every refusal is checked twice (the
 message and exit code, and that nothing changed)."""
 
 from __future__ import annotations

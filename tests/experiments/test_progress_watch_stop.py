@@ -1,4 +1,4 @@
-"""Issue 19 (3-5) and issue 15's leftovers: install progress on a terminal and off it, trial
+"""Progress and control: install progress on a terminal and off it, trial
 progress of a foreground launch, `status` with the trials table and the resume command, `logs`
 (command line and MCP tool, one bounded tail), `stop` of the real engine with real signals (and
 never of a pid that is no longer ours), remedies rendered per face, tool descriptions and output

@@ -1,4 +1,4 @@
-"""A command line people like (issue 19, item 7): every subcommand's --help has a paragraph,
+"""A command line people like: every subcommand's --help has a paragraph,
 an example and the exit codes, every flag has help; a closed pipe ends quietly with 141;
 shell completion is generated from the parser."""
 

@@ -1,4 +1,4 @@
-"""Docs that are true (issue 19, item 8): every `console` example of docs/ whose command is
+"""Docs that are true: every `console` example of docs/ whose command is
 `$ automl-setup ...` runs, in order, in a project whose pyproject.toml names a reference
 repository (create_reference_repository), and its output has the documented shape: the same
 JSON keys, or line by line the same indentation and first word (digits aside; a repeated

@@ -1,4 +1,4 @@
-"""Issue 8, the record side of the spine: damaged journals, honest rollback messages, file
+"""The records under faults: damaged journals, honest rollback messages, file
 system failures as refusals, read-only site-packages, and a live install told from a dead one.
 
 Tests run as root, and root ignores permission bits, so writes are made to fail the ways that

@@ -39,7 +39,7 @@ def assert_refusal(output: str, step: str) -> None:
 def test_resume_into_a_read_only_experiment_folder_is_a_refusal(
     tmp_path: Path, installed_env: Path, reaper: Reaper, immutable: Callable[[Path], None]
 ) -> None:
-    """Issue 25's crash: the attempt log could not be created (PermissionError, "unexpected
+    """The crash this fixes: the attempt log could not be created (PermissionError, "unexpected
     failure"). Its ledger can still be appended to, so it records the refusal, as ever."""
     exp = make_interrupted(tmp_path, installed_env, reaper)
     immutable(exp.sidecar)  # no attempt-2.log can be created in it, not even by root
