@@ -124,9 +124,16 @@ def branches(query: BranchesQuery) -> BranchListing:
 
 def install(request: InstallRequest, progress: Progress | None = None) -> InstallResult:
     from mcp_server.environment import install as installing
+
+    return installing.install_engine(request, _bound, progress or installing.no_progress)
+
+
+def _bound(state_dir: Path) -> list[str]:
+    """The install guard's question, asked only where an engine is installed already: an
+    install into a new environment imports no experiments module."""
     from mcp_server.experiments.registered import bound_experiments
 
-    return installing.install_engine(request, bound_experiments, progress or installing.no_progress)
+    return bound_experiments(state_dir)
 
 
 def verify(query: ProvenanceQuery) -> ProvenanceReport:

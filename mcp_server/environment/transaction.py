@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from mcp_server import __version__
+from mcp_server.environment.cachelinks import LINK_MODE, own_copies
 from mcp_server.environment.gepa_pin import GEPA, check_gepa
 from mcp_server.environment.identity import (
     compute_identity_digest,
@@ -232,10 +233,10 @@ class Transaction:
             "pip",
             "install",
             "--no-progress",
-            # uv hardlinks from its cache by default: an installed file edited in place would
-            # edit the cache too, and a reinstall would bring the edit back.
+            # The dependencies share their bytes with uv's cache (copying them was most of an
+            # install with heavy ones); the engine's own files get copies below.
             "--link-mode",
-            "copy",
+            LINK_MODE,
             "--python",
             str(self.env.interpreter),
         ]
@@ -246,6 +247,19 @@ class Transaction:
             argv += ["--override", str(pinned)]
         argv += ["--reinstall-package", self.build.distribution, requirement]
         run_uv(argv, self.txdir / "uv-install.log", step="install")
+        # An engine file edited in place must never edit uv's cache (a reinstall would bring
+        # the edit back): its linked files become files of their own before anything reads them.
+        dist_info = before.purelib / self.meta.dist_info
+        try:
+            own_copies(installed_paths(dist_info), before.prefix)
+        except OSError as exc:
+            raise SetupError(
+                "install",
+                f"cannot copy the engine file {exc.filename} apart from uv's cache "
+                f"({exc.strerror or exc})",
+                "free space in the environment's file system or make it writable, then run the "
+                "install again",
+            ) from None
 
     def _write_direct_url(self, dist_info: Path, wheel: Path) -> None:
         """PEP 610 direct_url.json naming the repository, commit and subdirectory (uv wrote

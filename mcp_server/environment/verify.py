@@ -15,6 +15,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from mcp_server.environment.cachelinks import restore_commands
 from mcp_server.environment.closure import Closure, dist_info_dir
 from mcp_server.environment.identity import (
     CLOSURE_NOT_RECORDED,
@@ -59,6 +60,12 @@ class VerifyReport(Persisted):
     watched: dict[str, str | None] = Field(
         default_factory=dict,
         description="Versions of the watched packages (gepa, torch) found now; null if absent.",
+    )
+    restore_commands: list[str] = Field(
+        default_factory=list,
+        description="With deep: the commands, in order, that restore the dependencies whose "
+        "files were edited, in the environment and in uv's cache (a file linked from the cache "
+        "is edited there too).",
     )
 
     @property
@@ -333,13 +340,16 @@ def verify_environment(
     notes = [
         f"environment changed since install: {d.field} {d.recorded} -> {d.found}" for d in drift
     ]
+    restore: list[str] = []
     if record.closure is None:
         notes.append(CLOSURE_NOT_RECORDED)
     else:  # a changed member of the engine's closure is another engine environment
         found = probe.closure(record.build.distribution, list(record.install.extras))
         diffs += closure_differences(record.closure, found)
         if deep:
-            checked += _deep_check(probe, found, diffs)
+            count, edited = _deep_check(probe, found, diffs)
+            checked += count
+            restore = restore_commands(edited, env.interpreter, env.prefix)
     return VerifyReport(
         status="mismatch" if diffs else "verified",
         **{**base, "distribution": dist_name},
@@ -351,21 +361,25 @@ def verify_environment(
         differences=diffs,
         notes=notes,
         watched=env_now.watched,
+        restore_commands=restore,
     )
 
 
-def _deep_check(probe: Probe, closure: Closure, diffs: list[FieldDiff]) -> int:
+def _deep_check(probe: Probe, closure: Closure, diffs: list[FieldDiff]) -> tuple[int, Closure]:
     """Every file each closure member's RECORD lists with a hash, hashed on disk (a file
-    edited in place, in the environment or through a link into an installer's cache)."""
-    checked = 0
-    for name in closure:
+    edited in place, in the environment or through a link into uv's cache): the files checked,
+    and the members with a file that differs."""
+    checked, edited = 0, {}
+    for name, member in closure.items():
         dist_info = dist_info_dir([probe.purelib, probe.platlib], name)
         if dist_info is None:
             continue
         count, found, _hashes = check_installed_files(dist_info)
         checked += count
         diffs += [d.model_copy(update={"field": f"closure.{name}.{d.field}"}) for d in found]
-    return checked
+        if found:
+            edited[name] = member
+    return checked, edited
 
 
 def _artifact(record: InstallRecord) -> str:

@@ -87,16 +87,32 @@ def verify_text(report: VerifyReport) -> str:
 
 
 def mismatch_remedy(report: VerifyReport) -> str:
-    """Reinstalling the recorded build over a modified one repairs it (install says so)."""
+    """Reinstalling the recorded build over a modified one repairs it (install says so); edited
+    dependency files are restored with their uv cache entries (`restore_commands`)."""
+    if report.restore_commands and all(
+        d.field.startswith("closure.") and ".file " in d.field for d in report.differences
+    ):  # only dependency files: a reinstall of the engine would not touch them
+        return _restore_remedy(report)
     python = shlex.quote(report.environment)
     if report.commit is None:
-        return (
+        text = (
             f"reinstall the reviewed wheel: automl-setup install --wheel FILE --sha256 SHA256 "
             f"--python {python}"
         )
+    else:
+        text = (
+            f"reinstall the recorded build over it: automl-setup install --commit "
+            f"{report.commit} --python {python} (same engine profile); or install another build"
+        )
+    return f"{text}; and {_restore_remedy(report)}" if report.restore_commands else text
+
+
+def _restore_remedy(report: VerifyReport) -> str:
+    steps = "; then ".join(f"`{command}`" for command in report.restore_commands)
     return (
-        f"reinstall the recorded build over it: automl-setup install --commit {report.commit} "
-        f"--python {python} (same engine profile); or install another build"
+        "restore the edited dependencies, in the environment and in uv's cache (their files "
+        "are linked from it, so the cache entry holds the same edit), with the UV_CACHE_DIR "
+        f"the install ran with: {steps}"
     )
 
 

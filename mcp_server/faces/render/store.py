@@ -3,10 +3,14 @@ artifact an install record holds (a source build or a reviewed wheel)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from mcp_server.environment.records import InstallRecord
-from mcp_server.experiments.lock import LockResult
-from mcp_server.experiments.recreate import RecreateResult
-from mcp_server.experiments.storeops import StoreReport
+
+if TYPE_CHECKING:  # install's text uses the first two functions: it imports no experiments
+    from mcp_server.experiments.lock import LockResult
+    from mcp_server.experiments.recreate import RecreateResult
+    from mcp_server.experiments.storeops import StoreReport
 
 
 def artifact_origin(rec: InstallRecord) -> str:
