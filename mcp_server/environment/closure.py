@@ -11,6 +11,7 @@ requirement named no commit is a moving reference, flagged."""
 from __future__ import annotations
 
 import csv
+import functools
 import hashlib
 import io
 import json
@@ -86,12 +87,19 @@ class ClosureMember(Persisted):
         description="Resolved from a moving reference: a VCS requirement naming no commit, an "
         "archive without a hash, or a local directory."
     )
-    # Found in an environment: the digest as the first records with a closure computed it
-    # (such a record's digest is compared with it).
-    _first_digest: str | None = PrivateAttr(None)
+    # Found in an environment: its RECORD's text, for the digest as the first records with a
+    # closure computed it (such a record's digest is compared with it; computed only then).
+    _record_text: str | None = PrivateAttr(None)
+
+    def first_digest(self) -> str | None:
+        """Its RECORD's digest as the first records with a closure computed it."""
+        text = self._record_text
+        return None if text is None else record_digest(text, first=True)
 
     def record_matches(self, recorded: str | None) -> bool:
-        return recorded in (self.record_sha256, self._first_digest)
+        return recorded == self.record_sha256 or (
+            recorded is not None and recorded == self.first_digest()
+        )
 
     def identity(self) -> dict[str, Any]:
         """What makes it the same distribution: not who installed it, nor the revision its
@@ -126,7 +134,7 @@ def record_digest(text: str, *, first: bool = False) -> str:
         path = row[0]
         if path.rsplit("/", 1)[-1] in skipped and ".dist-info/" in path:
             continue
-        if not first and _SCRIPT.match(path):
+        if not first and path.startswith("../") and _SCRIPT.match(path):
             continue
         rows.append(f"{path},{row[1]}")
     return hashlib.sha256("\n".join(sorted(rows)).encode()).hexdigest()
@@ -191,7 +199,10 @@ class _Site:
         folder = self.dists.get(name)
         if folder is None:
             return None
-        meta = HeaderParser().parsestr(_read(folder / "METADATA") or "", headersonly=True)
+        # The headers end at the first blank line: a long description (numpy's, pandas') after
+        # it is never fed to the parser.
+        head = (_read(folder / "METADATA") or "").split("\n\n", 1)[0]
+        meta = HeaderParser().parsestr(head, headersonly=True)
         record = _read(folder / "RECORD")
         direct = parse_direct_url(_read(folder / "direct_url.json"))
         member = ClosureMember(
@@ -201,8 +212,7 @@ class _Site:
             direct_url=direct,
             moving=_moving(direct),
         )
-        if record is not None:
-            member._first_digest = record_digest(record, first=True)
+        member._record_text = record
         return member, list(meta.get_all("Requires-Dist") or [])
 
 
@@ -221,10 +231,19 @@ def _read(path: Path) -> str | None:
 def parsed_requirements(requires: Iterable[str]) -> Iterator[Requirement]:
     """Each `Requires-Dist` that parses (one that does not was never installable either)."""
     for spec in requires:
-        try:
-            yield Requirement(spec)
-        except InvalidRequirement:
-            continue
+        parsed = _parsed(spec)
+        if parsed is not None:
+            yield parsed
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed(spec: str) -> Requirement | None:
+    """A closure is read twice in an install (record, then verify): its hundreds of
+    Requires-Dist lines are parsed once. Callers only read the result."""
+    try:
+        return Requirement(spec)
+    except InvalidRequirement:
+        return None
 
 
 def _active(requires: list[str], markers: dict[str, str], extras: set[str]) -> list[Requirement]:

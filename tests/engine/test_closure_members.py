@@ -64,7 +64,7 @@ def test_the_digest_leaves_out_what_the_environment_writes(tmp_path: Path) -> No
     first, second = closure_of(tmp_path / "one"), closure_of(tmp_path / "two")
     assert first["tool"].record_sha256 == second["tool"].record_sha256
     # A record of the first closure format kept the scripts in: still the same files.
-    legacy = first["tool"].model_copy(update={"record_sha256": first["tool"]._first_digest})
+    legacy = first["tool"].model_copy(update={"record_sha256": first["tool"].first_digest()})
     assert legacy.record_sha256 != first["tool"].record_sha256
     assert closure_differences({"tool": legacy}, first) == []
     assert [d.field for d in closure_differences({"tool": legacy}, second)] == [
