@@ -13,8 +13,15 @@
 3  Engine replay (context): the installed engine's `status` on ledgers of a few sizes. The
    engine replays its whole ledger for status and (twice) for resume; this shows how that
    scales, which bounds the engine's side of a resume and automl-setup's `status`.
+4  Many experiments (with --experiments N): `list` (cold: no status snapshot yet; and again)
+   and `status` of one through the command line, and MCP `list_experiments` walked page by
+   page in process, in workspaces of 10, 100, ... and N experiments (bench/experimentscale.py
+   makes them cheaply, in the real formats). --before DIR runs the command line of another
+   tree too (an unpacked `git archive` of an older commit) on the same workspaces: old and
+   new figures side by side, and whether they list the same answers.
 
 Run: .venv/bin/python bench/experiments.py [--runs N] [--entries N] [--engine-sizes A,B,C]
+                                            [--experiments N [--before DIR]] [--only 1,2,3,4]
                                             [--workdir DIR] [--keep]
 """
 
@@ -40,6 +47,7 @@ from pathlib import Path
 
 import yaml
 
+from bench.experimentscale import clone_experiments, measure_scale, report
 from mcp_server import operations
 from mcp_server.environment.identity import environment_info
 from mcp_server.environment.records import RecordStore, utc_now
@@ -495,6 +503,41 @@ def engine_replay(workdir: Path, env: Path, sizes: list[int]) -> None:
 
 
 # --------------------------------------------------------------------------------------------
+# 4. Many experiments
+
+
+def scale_sizes(most: int) -> list[int]:
+    sizes = [n for n in (10, 100, 1_000, 10_000) if n < most]
+    return [*sizes, most]
+
+
+def many_experiments(workdir: Path, env: Path, most: int, runs: int, before: Path | None) -> None:
+    sizes = scale_sizes(most)
+    print(f"\n4. many experiments: list and status in workspaces of {', '.join(map(str, sizes))}")
+    cache = workdir / "status-cache"
+    env_vars = {**clean_env(), "AUTOML_SETUP_STATUS_CACHE": str(cache)}
+    trees = {"after": (automl_setup_argv(), env_vars)}
+    if before is not None:
+        old = [sys.executable, "-m", "mcp_server.faces.cli"]
+        trees = {"before": (old, {**env_vars, "PYTHONPATH": str(before)}), **trees}
+    figures: dict[str, dict[int, dict[str, object]]] = {tree: {} for tree in trees}
+    for size in sizes:
+        manifest = write_manifest(workdir / f"scale-{size}.yaml", "scale", max_trials=2, sleep=0.0)
+        workspace = workdir / f"ws-scale-{size}"
+        argv = [*automl_setup_argv(), "launch", "--manifest", str(manifest), "--python", str(env)]
+        timed_run([*argv, "--workspace", str(workspace)])
+        clone_experiments(env, ExperimentFiles(workspace.resolve(), "scale"), size)
+        for tree, (cli, variables) in trees.items():
+            shutil.rmtree(cache, ignore_errors=True)
+            figures[tree][size] = measure_scale(
+                cli, variables, workspace.resolve(), runs, new=tree == "after"
+            )
+            print(f"   {size:,} experiments, {tree}: list {figures[tree][size]['list']:.2f} s",
+                  flush=True)  # fmt: skip
+    report(sizes, figures)  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------------------------
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -506,6 +549,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default="500,1000,2000",
         help="engine ledger sizes for section 3 (comma separated; '' skips)",
     )
+    parser.add_argument(
+        "--experiments", type=int, metavar="N", help="section 4 up to N experiments (e.g. 1000)"
+    )
+    parser.add_argument("--before", type=Path, help="section 4: also run this tree's CLI")
+    parser.add_argument("--only", default="1,2,3,4", help="sections to run (default all)")
     parser.add_argument("--workdir", type=Path, help="default: a new temporary directory")
     parser.add_argument("--keep", action="store_true", help="keep the workdir")
     return parser.parse_args(argv)
@@ -529,11 +577,16 @@ def main(argv: list[str] | None = None) -> int:
         operations.install(
             InstallRequest(profile=profile, python=str(env), branch="main", create_env=True)
         )
-        launch_overhead(workdir, env, args.runs)
-        resume_check(workdir, env, args.runs, args.entries)
+        only = {part.strip() for part in args.only.split(",")}
+        if "1" in only:
+            launch_overhead(workdir, env, args.runs)
+        if "2" in only:
+            resume_check(workdir, env, args.runs, args.entries)
         sizes = [int(s) for s in args.engine_sizes.split(",") if s.strip()]
-        if sizes:
+        if sizes and "3" in only:
             engine_replay(workdir, env, sizes)
+        if args.experiments and "4" in only:
+            many_experiments(workdir, env, args.experiments, args.runs, args.before)
     finally:
         print(f"\n{load_average()} at the end")
         if not args.keep:

@@ -18,6 +18,7 @@ from mcp_server.values import (
     ExperimentId,
     ExtraName,
     ManifestPath,
+    PageCursor,
     ReportPath,
     TargetPath,
     WheelPath,
@@ -30,6 +31,7 @@ from mcp_server.values import (
 DEFAULT_BRANCH = "main"
 # The longest `stop` waits after SIGTERM before it reports (or SIGKILLs, with kill).
 MAX_GRACE_S = 3600.0
+MAX_PAGE_SIZE = 1000
 
 
 class Request(BaseModel):
@@ -173,6 +175,23 @@ class StatusQuery(Request):
 
 class ListQuery(Request):
     workspace: WorkspacePath
+    cursor: PageCursor | None = None
+    page_size: int | None = Field(
+        None,
+        description=f"At most this many experiments per page (1 to {MAX_PAGE_SIZE}); every one "
+        "when unset.",
+        json_schema_extra={"ge": 1, "le": MAX_PAGE_SIZE},
+    )
+
+    @model_validator(mode="after")
+    def _page_bounded(self) -> ListQuery:
+        if self.page_size is not None and not 1 <= self.page_size <= MAX_PAGE_SIZE:
+            raise InvalidInput(
+                "validate",
+                f"page size {self.page_size} is out of range",
+                f"pass 1 to {MAX_PAGE_SIZE}, or none for every experiment",
+            )
+        return self
 
 
 class StopRequest(Request):

@@ -30,6 +30,7 @@ MAX_BRANCH_LENGTH = 200
 MAX_URL_LENGTH = 2048
 MAX_SUBDIRECTORY_LENGTH = 400
 MAX_ID_LENGTH = 64
+MAX_CURSOR_LENGTH = 512
 MAX_PATH_LENGTH = 4096
 ALLOWED_SCHEMES = ("https", "ssh", "file")
 GIT_CHECK_TIMEOUT_S = 120.0
@@ -93,11 +94,8 @@ class BranchName(_Value):
         step = "validate branch"
         again = "pass the branch name exactly as `git branch -r` shows it"
         if not raw:
-            raise InvalidInput(
-                step,
-                "the branch name is empty",
-                ["give ", Arg("branch", "main"), " or another name"],
-            )
+            remedy: Remedy = ["give ", Arg("branch", "main"), " or another name"]
+            raise InvalidInput(step, "the branch name is empty", remedy)
         if len(raw) > MAX_BRANCH_LENGTH:
             cause = f"branch name longer than {MAX_BRANCH_LENGTH} characters"
             raise InvalidInput(step, cause, again)
@@ -149,11 +147,9 @@ class CommitId(_Value):
     def _check(cls, raw: str) -> str:
         value = raw.strip().lower()
         if not _FULL_SHA.fullmatch(value):
-            raise InvalidInput(
-                "validate commit",
-                f"{shown(raw, 70)} is not a full commit id (40 hex digits)",
-                "pass the full commit as printed by `automl-setup resolve`",
-            )
+            cause = f"{shown(raw, 70)} is not a full commit id (40 hex digits)"
+            remedy = "pass the full commit as printed by `automl-setup resolve`"
+            raise InvalidInput("validate commit", cause, remedy)
         return value
 
 
@@ -164,11 +160,9 @@ class WheelSha256(_Value):
     def _check(cls, raw: str) -> str:
         value = raw.strip().lower()
         if not re.fullmatch(r"[0-9a-f]{64}", value):
-            raise InvalidInput(
-                "validate sha256",
-                f"{shown(raw, 70)} is not a sha256 (64 hex digits)",
-                "pass the sha256 recorded when the wheel was reviewed (`sha256sum FILE`)",
-            )
+            cause = f"{shown(raw, 70)} is not a sha256 (64 hex digits)"
+            remedy = "pass the sha256 recorded when the wheel was reviewed (`sha256sum FILE`)"
+            raise InvalidInput("validate sha256", cause, remedy)
         return value
 
 
@@ -286,6 +280,17 @@ class ExperimentId(_Value):
         return raw
 
 
+class PageCursor(_Value):
+    """A listing's next_cursor, unchanged (experiments/pages.py reads what it says)."""
+
+    @classmethod
+    def _check(cls, raw: str) -> str:
+        if not re.fullmatch(rf"[A-Za-z0-9_-]{{1,{MAX_CURSOR_LENGTH}}}", raw):
+            remedy = "pass the next_cursor of the previous page unchanged, or none to start again"
+            raise InvalidInput("validate cursor", f"{shown(raw)} is not a listing's cursor", remedy)
+        return raw
+
+
 class JobId(_Value):
     """A SLURM job id: decimal digits, or `<array job>_<task>`; it is passed to squeue, sacct
     and scontrol as an argument, so nothing else (no option, no list, no cluster suffix)."""
@@ -337,8 +342,7 @@ class TargetPath(_PathValue):
     resolved: a venv's `bin/python` is a symlink to its base interpreter, and which one was
     named decides which environment it is."""
 
-    step = "locate environment"
-    label = "environment path"
+    step, label = "locate environment", "environment path"
     remedy: Remedy = ("give ", Arg("python", "PATH"), " (an interpreter or a venv directory)")
 
     @classmethod
@@ -349,32 +353,28 @@ class TargetPath(_PathValue):
 class WorkspacePath(_PathValue):
     """The directory that holds the experiments (resolved)."""
 
-    step = "validate workspace"
-    label = "workspace path"
+    step, label = "validate workspace", "workspace path"
     remedy: Remedy = ("give ", Arg("workspace", "DIR"), ", the directory of the experiments")
 
 
 class WheelPath(_PathValue):
     """A reviewed wheel file (resolved; hashed before it is used)."""
 
-    step = "check"
-    label = "wheel path"
+    step, label = "check", "wheel path"
     remedy: Remedy = ("give ", Arg("wheel", "FILE"), ", the reviewed .whl file")
 
 
 class ManifestPath(_PathValue):
     """An experiment manifest file (resolved; read with its own checks when it is used)."""
 
-    step = "read manifest"
-    label = "manifest path"
+    step, label = "read manifest", "manifest path"
     remedy = "pass the path of the experiment's YAML or JSON manifest"
 
 
 class ReportPath(_PathValue):
     """Where an experiment report is written: an `.html` file (resolved)."""
 
-    step = "validate report path"
-    label = "report path"
+    step, label = "validate report path", "report path"
     remedy: Remedy = ("give ", Arg("out", "FILE.html"), ", a new file in an existing directory")
 
     @classmethod

@@ -22,6 +22,7 @@ from support.slurm_cluster import SlurmCluster
 from support.trees import env_snapshot, tree_digest
 
 from mcp_server.environment.wheelstore import STORE_ENV
+from mcp_server.experiments.snapshot import CACHE_ENV
 from mcp_server.source.sourcerepo import (
     SourceRepository,
 )
@@ -91,6 +92,20 @@ def wheel_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         os.environ.pop(STORE_ENV, None)
     else:
         os.environ[STORE_ENV] = previous
+
+
+@pytest.fixture(scope="session", autouse=True)
+def status_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The status snapshots of every list and status: the session's own folder, never the
+    user's cache (the CLI subprocesses inherit it)."""
+    root = tmp_path_factory.mktemp("status-cache")
+    previous = os.environ.get(CACHE_ENV)
+    os.environ[CACHE_ENV] = str(root)
+    yield root
+    if previous is None:
+        os.environ.pop(CACHE_ENV, None)
+    else:
+        os.environ[CACHE_ENV] = previous
 
 
 @pytest.fixture(scope="session")

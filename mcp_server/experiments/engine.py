@@ -194,17 +194,41 @@ def engine_status(
     return engine_json(binding, environment, "status", ["--workspace", str(workspace)])
 
 
+def status_interpreter(binding: Binding, environment: str | None) -> Path:
+    """The interpreter a read-only engine command runs with: `environment`'s, else the
+    launch environment's."""
+    return Path(environment) / "bin" / "python" if environment else Path(binding.engine.interpreter)
+
+
 def engine_json(
     binding: Binding, environment: str | None, command: str, args: list[str]
 ) -> tuple[dict[str, Any] | None, str | None]:
     """A read-only engine command about the bound experiment (`status`, `logs`), run with
     `--json` from `environment` or the launch environment: its JSON object, or why not."""
     engine = binding.engine
-    interpreter = Path(environment) / "bin" / "python" if environment else Path(engine.interpreter)
+    interpreter = status_interpreter(binding, environment)
     args = [command, "--experiment-id", binding.experiment_id, *args, "--json"]
+    argv = engine_command(interpreter, engine.build.distribution, engine.cli, args)
+    proc, problem = _run_read_only(argv, command)
+    if proc is None:
+        return None, problem
+    try:
+        data = json.loads(proc.stdout)
+    except ValueError:
+        data = None
+    if not isinstance(data, dict):
+        return None, f"the engine's {command} output is not a JSON object (exit {proc.returncode})"
+    if proc.returncode != 0 or "error" in data:
+        return None, f"engine {command}: {data.get('error', proc.stderr.strip()[-200:])}"
+    return data, None
+
+
+def _run_read_only(
+    argv: list[str], command: str
+) -> tuple[subprocess.CompletedProcess[str] | None, str | None]:
     try:
         proc = subprocess.run(
-            engine_command(interpreter, engine.build.distribution, engine.cli, args),
+            argv,
             capture_output=True,
             text=True,
             stdin=subprocess.DEVNULL,
@@ -215,12 +239,36 @@ def engine_json(
         return None, f"the bound engine could not be run for {command}: {exc.strerror}"
     except subprocess.TimeoutExpired:
         return None, f"the engine's {command} did not answer within {STATUS_TIMEOUT_S:.0f} s"
+    return proc, None
+
+
+Answer = tuple[dict[str, Any] | None, str | None]
+
+
+def engine_statuses(
+    command: tuple[str, str, str], experiment_ids: list[str], workspace: Path
+) -> list[Answer] | None:
+    """`status --json` of several experiments in one engine process (`command`: interpreter,
+    distribution, console script): each id's answer as `engine_status` would give it, in
+    order. None when the engine does not answer for many ids in one process (the contract's
+    `{"experiments": [...]}`, one entry per id asked, in order, each naming its id): then each
+    is asked alone, so an engine of the older contract is never misread."""
+    args = ["status", *(a for i in experiment_ids for a in ("--experiment-id", i))]
+    args += ["--workspace", str(workspace), "--json"]
+    interpreter, distribution, cli = command
+    proc, _problem = _run_read_only(engine_command(Path(interpreter), distribution, cli, args), "")
+    if proc is None or proc.returncode != 0:
+        return None
     try:
-        data = json.loads(proc.stdout)
-    except ValueError:
-        data = None
-    if not isinstance(data, dict):
-        return None, f"the engine's {command} output is not a JSON object (exit {proc.returncode})"
-    if proc.returncode != 0 or "error" in data:
-        return None, f"engine {command}: {data.get('error', proc.stderr.strip()[-200:])}"
-    return data, None
+        entries = json.loads(proc.stdout).get("experiments")
+    except (ValueError, AttributeError):
+        return None
+    if not isinstance(entries, list) or len(entries) != len(experiment_ids):
+        return None
+    answers: list[Answer] = []
+    for experiment_id, entry in zip(experiment_ids, entries, strict=True):
+        if not isinstance(entry, dict) or entry.get("experiment_id") != experiment_id:
+            return None
+        failed = "error" in entry
+        answers.append((None, f"engine status: {entry['error']}") if failed else (entry, None))
+    return answers

@@ -3,11 +3,13 @@ listing of a workspace's experiments."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from mcp_server.errors import ExitCode, InvalidInput, SetupError
+from mcp_server.experiments.answers import Asked, engine_answers
 from mcp_server.experiments.attempts import AttemptEntry, read_attempts
 from mcp_server.experiments.binding import (
     bound_commit,
@@ -15,15 +17,17 @@ from mcp_server.experiments.binding import (
     relocation,
     resume_command,
 )
-from mcp_server.experiments.engine import engine_status
+from mcp_server.experiments.engine import Answer
 from mcp_server.experiments.files import (
     SIDECAR,
     ExperimentFiles,
     lock_is_held,
     require_experiment,
 )
+from mcp_server.experiments.pages import cursor_position, experiment_names, make_cursor, page
 from mcp_server.experiments.trials import Trial, read_trials
 from mcp_server.requests import ListQuery, StatusQuery
+from mcp_server.values import ExperimentId
 
 ExperimentState = Literal["running", "interrupted", "completed", "cancelled", "failed", "unknown"]
 STATES: tuple[str, ...] = get_args(ExperimentState)
@@ -60,17 +64,35 @@ class ExperimentStatus(BaseModel):
     notes: list[str] = Field(default_factory=list, description="Anything else worth knowing.")
 
 
-def experiment_status(query: StatusQuery) -> ExperimentStatus:
-    experiment_id = query.experiment_id
-    files = ExperimentFiles(query.workspace.path, experiment_id)
+@dataclass(frozen=True)
+class _Read:
+    """What automl-setup reads of an experiment itself, before the engine answers."""
+
+    asked: Asked
+    entries: list[AttemptEntry]
+    torn_line: int | None
+
+
+def _read(files: ExperimentFiles) -> _Read:
     require_experiment(
         files, "status", remedy="list experiments with", exit_code=ExitCode.NOTHING_INSTALLED
     )
     binding = read_binding(files)
     entries, torn_line = read_attempts(files)
     accepted = [e.environment for e in entries if e.outcome == "accepted" and e.environment]
-    environment = accepted[-1] if accepted else None
-    data, problem = engine_status(binding, files.workspace, environment)
+    return _Read(Asked(files, binding, accepted[-1] if accepted else None), entries, torn_line)
+
+
+def experiment_status(query: StatusQuery) -> ExperimentStatus:
+    read = _read(ExperimentFiles(query.workspace.path, query.experiment_id))
+    (answer,) = engine_answers([read.asked], query.workspace.path, None)
+    return _status(read, answer)
+
+
+def _status(read: _Read, answer: Answer) -> ExperimentStatus:
+    files, binding, environment = read.asked.files, read.asked.binding, read.asked.environment
+    entries, torn_line = read.entries, read.torn_line
+    data, problem = answer
     # After the engine's answer: a "running" it gives for an engine that died since is caught.
     running = lock_is_held(files)
     notes = [problem] if problem else []
@@ -105,7 +127,7 @@ def experiment_status(query: StatusQuery) -> ExperimentStatus:
     except SetupError as exc:  # the rest of the status still stands
         notes.append(exc.message)
     return ExperimentStatus(
-        experiment_id=experiment_id,
+        experiment_id=files.experiment_id,
         workspace=str(files.workspace),
         state=state,
         controller_running=running,
@@ -132,22 +154,44 @@ class ExperimentListing(BaseModel):
     unreadable: list[str] = Field(
         default_factory=list, description="Experiments whose files could not be read, and why."
     )
+    total: int = Field(description="Experiment folders in the workspace, on every page.")
+    next_cursor: str | None = Field(
+        None,
+        description="More follow: pass it as the cursor of the next call for the next page "
+        "(null on the last page).",
+    )
 
 
 def list_experiments(query: ListQuery) -> ExperimentListing:
-    """Every experiment of the workspace; one damaged experiment does not hide the others."""
+    """Every experiment of the workspace (or one page of them, in id order); one damaged
+    experiment does not hide the others."""
     where = query.workspace.path
     if where.exists() and not where.is_dir():
         raise InvalidInput("list", f"{where} is not a directory", "pass the workspace")
-    root = where / SIDECAR
+    after = cursor_position(where, query.cursor) if query.cursor else None
+    names = experiment_names(where / SIDECAR)
+    on_page, last = page(names, after, query.page_size)
+    reads: list[_Read | str] = []
+    for name in on_page:
+        try:
+            reads.append(_read(ExperimentFiles(where, ExperimentId(name))))
+        except SetupError as exc:
+            reads.append(f"{name}: {exc.message}")
+    asked = [read.asked for read in reads if isinstance(read, _Read)]
+    answers = iter(engine_answers(asked, where, set(names)))
     found, unreadable = [], []
-    for path in sorted(root.iterdir()) if root.is_dir() else []:
-        if not path.is_dir():
+    for read in reads:
+        if isinstance(read, str):
+            unreadable.append(read)
             continue
         try:
-            found.append(
-                experiment_status(StatusQuery(experiment_id=path.name, workspace=query.workspace))
-            )
+            found.append(_status(read, next(answers)))
         except SetupError as exc:
-            unreadable.append(f"{path.name}: {exc.message}")
-    return ExperimentListing(workspace=str(where), experiments=found, unreadable=unreadable)
+            unreadable.append(f"{read.asked.files.experiment_id}: {exc.message}")
+    return ExperimentListing(
+        workspace=str(where),
+        experiments=found,
+        unreadable=unreadable,
+        total=len(names),
+        next_cursor=make_cursor(where, last) if last is not None else None,
+    )

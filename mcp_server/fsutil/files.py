@@ -61,13 +61,16 @@ def fsync_path(path: Path) -> None:
         os.close(fd)
 
 
-def write_new_at(dir_fd: int, path: Path, data: bytes, *, step: str, mode: int = 0o644) -> None:
+def write_new_at(
+    dir_fd: int, path: Path, data: bytes, *, step: str, mode: int = 0o644, durable: bool = True
+) -> None:
     """Create the file `path.name` in `dir_fd` exclusively (never through a link) with `data`,
-    fsynced; FileExistsError when it exists."""
+    fsynced if `durable`; FileExistsError when it exists."""
     fd = open_at(dir_fd, path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, step=step, mode=mode)
     try:
         os.write(fd, data)
-        os.fsync(fd)
+        if durable:
+            os.fsync(fd)
     finally:
         os.close(fd)
 
@@ -82,18 +85,20 @@ def copy_new_at(dir_fd: int, path: Path, source: Path, *, step: str, mode: int) 
         os.fsync(out.fileno())
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
+def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True) -> None:
     """Write an unpredictably named temp file exclusively beside `path`, fsync, rename, fsync
     the directory: readers see the old or the new file whole. A link or an untrusted file at
-    `path` is refused; any failure removes the temp file and is a refusal naming the path."""
+    `path` is refused; any failure removes the temp file and is a refusal naming the path.
+    Without `durable` nothing is fsynced (a cache, whose reader distrusts a damaged file)."""
     step = "write"
     tmp = path.with_name(f".{path.name}.tmp-{secrets.token_hex(8)}")
     with state_dir(path.parent, step=step, create=True) as dir_fd:
         try:
             _refuse_untrusted_target(dir_fd, path, step)
-            write_new_at(dir_fd, tmp, data, step=step)
+            write_new_at(dir_fd, tmp, data, step=step, durable=durable)
             os.replace(tmp.name, path.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-            os.fsync(dir_fd)
+            if durable:
+                os.fsync(dir_fd)
         except OSError as exc:
             with contextlib.suppress(OSError):
                 os.unlink(tmp.name, dir_fd=dir_fd)

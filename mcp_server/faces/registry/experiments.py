@@ -24,6 +24,8 @@ ENGINE_EXIT: ExitCodes = (
 # What a started engine's reply adds on the MCP face: the resource URIs of its attempt.
 STARTED_AFTER = "mcp_server.faces.mcp.resources:started_reply"
 STARTED_EXTRA = "mcp_server.faces.mcp.resources:StartedResources"
+# A client is never sent thousands of statuses at once: the tool pages, the command line need not.
+MCP_PAGE_SIZE = 100
 DETACHED = "an MCP call always returns at once (detached); the command line can wait"
 
 ROWS: tuple[Row, ...] = (
@@ -115,14 +117,23 @@ ROWS: tuple[Row, ...] = (
         f"{RENDER}.experiments:listing_text",
         "list the experiments of a workspace",
         "List every experiment of a workspace with its status (as `status` shows it), and "
-        "every experiment folder that cannot be read, with why (exit code 1 when there is one).",
+        "every experiment folder that cannot be read, with why (exit code 1 when there is one). "
+        "In id order; every one unless --page-size is given, then that many and the "
+        "--cursor of the next page.",
         "automl-setup list --workspace runs",
         "List experiments",
         LOCAL_READ,
         exit_rule=all_readable,
         aliases=("experiments",),
+        flags={"page_size": Flag(metavar="N"), "cursor": Flag(metavar="CURSOR")},
+        cli_only=frozenset({"page_size"}),
+        why=f"an MCP reply is always one page of {MCP_PAGE_SIZE}; the command line shows every "
+        "experiment unless --page-size is given",
         mcp=Tool(
-            "Every experiment launched by automl-setup in the workspace, with its status.",
+            "The experiments launched by automl-setup in the workspace, with their status, in "
+            f"id order, {MCP_PAGE_SIZE} per call: pass next_cursor as cursor for the next page "
+            "(null: the last one); total counts them all.",
+            fixed={"page_size": MCP_PAGE_SIZE},
         ),
     ),
     Row(

@@ -19,6 +19,7 @@ from mcp_server.errors import InvalidInput
 from mcp_server.source.profile import EngineProfile
 from mcp_server.values import (
     MAX_BRANCH_LENGTH,
+    MAX_CURSOR_LENGTH,
     MAX_ID_LENGTH,
     MAX_PATH_LENGTH,
     BranchName,
@@ -28,6 +29,7 @@ from mcp_server.values import (
     JobId,
     LockPath,
     ManifestPath,
+    PageCursor,
     ReportPath,
     TargetPath,
     WheelPath,
@@ -69,6 +71,10 @@ KINDS: dict[type, Kind] = {
     ),
     ExtraName: Kind("Engine extra.", 64),
     JobId: Kind("The SLURM job id sbatch printed.", 31),
+    PageCursor: Kind(
+        "Where the next page starts: the next_cursor of the previous page, unchanged.",
+        MAX_CURSOR_LENGTH,
+    ),
 }
 
 

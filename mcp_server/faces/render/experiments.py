@@ -4,12 +4,14 @@ and its trials table, a listing, a stop, a log tail."""
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
-from mcp_server.experiments.logs import LogTail
-from mcp_server.experiments.started import StartedEngine
-from mcp_server.experiments.status import ExperimentListing, ExperimentStatus
-from mcp_server.experiments.stop import StopResult
-from mcp_server.experiments.trials import Trial
+if TYPE_CHECKING:  # annotations only: a launch renders without importing status, stop or logs
+    from mcp_server.experiments.logs import LogTail
+    from mcp_server.experiments.started import StartedEngine
+    from mcp_server.experiments.status import ExperimentListing, ExperimentStatus
+    from mcp_server.experiments.stop import StopResult
+    from mcp_server.experiments.trials import Trial
 
 
 def trials_table(trials: list[Trial]) -> list[str]:
@@ -87,4 +89,10 @@ def status_text(status: ExperimentStatus) -> str:
 def listing_text(listing: ExperimentListing) -> str:
     lines = [status_text(s) for s in listing.experiments]
     lines += [f"unreadable: {problem}" for problem in listing.unreadable]
+    if listing.next_cursor:
+        shown = len(listing.experiments) + len(listing.unreadable)
+        lines.append(
+            f"this page shows {shown} of {listing.total} experiments; the next page: cursor "
+            f"{listing.next_cursor}"
+        )
     return "\n".join(lines) or f"no experiments in {listing.workspace}"

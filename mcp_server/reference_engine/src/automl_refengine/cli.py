@@ -3,7 +3,7 @@
     automl-refengine plan   --manifest M --workspace W [--json]
     automl-refengine run    --manifest M --workspace W --approve [--max-allocations CAP] [--json]
     automl-refengine resume --manifest M --workspace W --approve [--max-allocations CAP] [--json]
-    automl-refengine status --experiment-id ID --workspace W [--json]
+    automl-refengine status --experiment-id ID [--experiment-id ID ...] --workspace W [--json]
     automl-refengine logs   --experiment-id ID --workspace W [--trial N] [--json]
     automl-refengine cancel --experiment-id ID --workspace W --approve [--json]
 
@@ -11,7 +11,10 @@ Exit codes: 0 ok; 1 refused, failed or cancelled; 2 invalid input (allocations e
 included); 130/143/138 the controller stopped on SIGINT/SIGTERM/SIGUSR1 with its state
 saved; 141 the reader of stdout went away (`| head`), quietly. With --json, stdout carries
 exactly one JSON document (on errors: {"error", "exit_code"}). --max-allocations: see
-allocation.py (SLURM controller jobs).
+allocation.py (SLURM controller jobs). `status` of several ids answers for each in one process:
+{"experiments": [one entry per id, in order: its status, or {"experiment_id", "error",
+"exit_code"}]}, exit 0; a caller reads each entry as the answer `status` of that id alone
+would give.
 """
 
 from __future__ import annotations
@@ -61,6 +64,8 @@ def _parser() -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=text, description=text)
         if name in ("plan", "run", "resume"):
             sub.add_argument("--manifest", type=Path, required=True, help="YAML or JSON manifest")
+        elif name == "status":
+            sub.add_argument("--experiment-id", required=True, action="append")
         else:
             sub.add_argument("--experiment-id", required=True)
         sub.add_argument("--workspace", type=Path, required=True, help="directory of experiments")
@@ -167,17 +172,33 @@ def _cmd_resume(args: argparse.Namespace) -> tuple[int, Any, str]:
     return _finish_run(args, result)
 
 
-def _paths(args: argparse.Namespace) -> ExperimentPaths:
+def _paths(args: argparse.Namespace, experiment_id: str | None = None) -> ExperimentPaths:
+    experiment_id = experiment_id or args.experiment_id
     try:
-        check_safe_id(args.experiment_id)
+        check_safe_id(experiment_id)
     except ValueError as exc:
-        raise InvalidInput(f"--experiment-id {args.experiment_id!r}: {exc}") from None
-    return ExperimentPaths(args.workspace, args.experiment_id)
+        raise InvalidInput(f"--experiment-id {experiment_id!r}: {exc}") from None
+    return ExperimentPaths(args.workspace, experiment_id)
 
 
 def _cmd_status(args: argparse.Namespace) -> tuple[int, Any, str]:
-    status = status_report(_paths(args))
-    return ExitCode.OK, status, _format_status(status)
+    ids: list[str] = args.experiment_id
+    if len(ids) == 1:
+        status = status_report(_paths(args, ids[0]))
+        return ExitCode.OK, status, _format_status(status)
+    entries: list[dict[str, Any]] = []
+    texts: list[str] = []
+    for experiment_id in ids:
+        try:
+            status = status_report(_paths(args, experiment_id))
+        except (EngineError, OSError) as exc:  # one unreadable experiment hides no other
+            code, message = _failure(exc)
+            status = {"experiment_id": experiment_id, "error": message, "exit_code": int(code)}
+            texts.append(f"experiment  {experiment_id}: {message}")
+        else:
+            texts.append(_format_status(status))
+        entries.append(status)
+    return ExitCode.OK, {"experiments": entries}, "\n\n".join(texts)
 
 
 def _cmd_logs(args: argparse.Namespace) -> tuple[int, Any, str]:
@@ -227,6 +248,12 @@ def main(argv: list[str] | None = None) -> int:
         return int(ExitCode.SIGPIPE)
 
 
+def _failure(exc: EngineError | OSError) -> tuple[int, str]:
+    if isinstance(exc, EngineError):
+        return exc.exit_code, str(exc)
+    return ExitCode.REFUSED, f"{exc.strerror or exc}: {exc.filename or ''}".rstrip(": ")
+
+
 def _main(argv: list[str] | None) -> int:
     args = _parser().parse_args(argv)
     # Trials run with their own directory as working directory, so every path they are given
@@ -239,15 +266,10 @@ def _main(argv: list[str] | None) -> int:
                 f"`plan`/`status` first, then repeat the command with --approve"
             )
         code, data, text = COMMANDS[args.command](args)
-    except EngineError as exc:
-        code, message = exc.exit_code, str(exc)
     except BrokenPipeError:  # the reader is gone: main() ends quietly
         raise
-    except OSError as exc:
-        code, message = (
-            ExitCode.REFUSED,
-            f"{exc.strerror or exc}: {exc.filename or ''}".rstrip(": "),
-        )
+    except (EngineError, OSError) as exc:
+        code, message = _failure(exc)
     except KeyboardInterrupt:  # Ctrl-C before the controller installed its handler
         code, message = ExitCode.SIGINT, "interrupted before the controller started"
     else:
