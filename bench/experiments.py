@@ -183,14 +183,14 @@ def clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
 
 
-def timed_run(argv: list[str]) -> float:
+def timed_run(argv: list[str], env: dict[str, str] | None = None) -> float:
     started = time.perf_counter()
     proc = subprocess.run(
         argv,
         capture_output=True,
         text=True,
         stdin=subprocess.DEVNULL,
-        env=clean_env(),
+        env=env or clean_env(),
         check=False,
     )
     elapsed = time.perf_counter() - started
@@ -203,33 +203,43 @@ def timed_run(argv: list[str]) -> float:
 # 1. Launch overhead
 
 
-def launch_overhead(workdir: Path, env: Path, runs: int) -> None:
+def launch_overhead(workdir: Path, env: Path, runs: int, before: Path | None = None) -> None:
     print("\n1. launch overhead: `automl-setup launch` vs the engine's `run`, foreground")
     manifest = write_manifest(workdir / "tiny.yaml", "tiny", max_trials=1, sleep=0.0)
     engine = str(env / "bin" / ENGINE_CLI)
-    cli = automl_setup_argv()
-    direct: list[float] = []
-    via: list[float] = []
+    clis = {"launch": (automl_setup_argv(), clean_env())}
+    if before is not None:  # the older tree's command line, in the same rounds
+        old = [sys.executable, "-P", "-m", "mcp_server.faces.cli"]  # -P: no cwd on sys.path
+        clis["launch (before)"] = (old, {**clean_env(), "PYTHONPATH": str(before)})
+    times: dict[str, list[float]] = {"direct": [], **{name: [] for name in clis}}
     for index in range(runs + 1):  # round 0 warms the page cache and is not counted
         run_direct = [engine, "run", "--manifest", str(manifest), "--approve"]
         run_direct += ["--workspace", str(workdir / "direct" / str(index))]
-        run_via = [*cli, "launch", "--manifest", str(manifest), "--python", str(env)]
-        run_via += ["--workspace", str(workdir / "launch" / str(index))]
-        first, second = (run_direct, run_via) if index % 2 else (run_via, run_direct)
-        t_first, t_second = timed_run(first), timed_run(second)
-        t_direct, t_via = (t_first, t_second) if index % 2 else (t_second, t_first)
-        if index:
-            direct.append(t_direct)
-            via.append(t_via)
-    med_direct, med_via = statistics.median(direct), statistics.median(via)
+        calls = {"direct": (run_direct, clean_env())}
+        for name, (cli, variables) in clis.items():
+            argv = [*cli, "launch", "--manifest", str(manifest), "--python", str(env)]
+            argv += ["--workspace", str(workdir / name.replace(" ", "-") / str(index))]
+            calls[name] = (argv, variables)
+        order = list(calls) if index % 2 else list(reversed(calls))  # alternating
+        for name in order:
+            elapsed = timed_run(*calls[name])
+            if index:
+                times[name].append(elapsed)
+    med = {name: statistics.median(values) for name, values in times.items()}
     print(f"   manifest: 1 trial, --sleep 0; {runs} runs each, alternating order, after 1 warm-up")
-    print(f"   engine `run` directly:  median {ms(med_direct)} ms (min {ms(min(direct))})")
-    print(f"   automl-setup launch:    median {ms(med_via)} ms (min {ms(min(via))})")
+    fastest = ms(min(times["direct"]))
+    print(f"   engine `run` directly:  median {ms(med['direct'])} ms (min {fastest})")
+    for name in clis:
+        ratio = med[name] / med["direct"]
+        print(
+            f"   automl-setup {name + ':':<17} median {ms(med[name])} ms (min "
+            f"{ms(min(times[name]))}); {ratio:.2f}x (target <= {LAUNCH_RATIO}x: "
+            f"{'met' if ratio <= LAUNCH_RATIO else 'MISSED'}); overhead "
+            f"{ms(med[name] - med['direct'])} ms"
+        )
     print(
-        f"   ratio of medians {med_via / med_direct:.2f}x (target <= {LAUNCH_RATIO}x: "
-        f"{'met' if med_via / med_direct <= LAUNCH_RATIO else 'MISSED'}); overhead "
-        f"{ms(med_via - med_direct)} ms per launch (interpreter start and imports, locate, "
-        "verify every installed file, two environment probes, binding, registry, ledger)"
+        "   (the overhead: interpreter start and imports, locate, verify every installed file, "
+        "the probe, the engine's plan, binding, registry, ledger)"
     )
 
 
@@ -518,7 +528,7 @@ def many_experiments(workdir: Path, env: Path, most: int, runs: int, before: Pat
     env_vars = {**clean_env(), "AUTOML_SETUP_STATUS_CACHE": str(cache)}
     trees = {"after": (automl_setup_argv(), env_vars)}
     if before is not None:
-        old = [sys.executable, "-m", "mcp_server.faces.cli"]
+        old = [sys.executable, "-P", "-m", "mcp_server.faces.cli"]  # -P: no cwd on sys.path
         trees = {"before": (old, {**env_vars, "PYTHONPATH": str(before)}), **trees}
     figures: dict[str, dict[int, dict[str, object]]] = {tree: {} for tree in trees}
     for size in sizes:
@@ -552,7 +562,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--experiments", type=int, metavar="N", help="section 4 up to N experiments (e.g. 1000)"
     )
-    parser.add_argument("--before", type=Path, help="section 4: also run this tree's CLI")
+    parser.add_argument("--before", type=Path, help="sections 1 and 4: also this tree's CLI")
     parser.add_argument("--only", default="1,2,3,4", help="sections to run (default all)")
     parser.add_argument("--workdir", type=Path, help="default: a new temporary directory")
     parser.add_argument("--keep", action="store_true", help="keep the workdir")
@@ -579,7 +589,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         only = {part.strip() for part in args.only.split(",")}
         if "1" in only:
-            launch_overhead(workdir, env, args.runs)
+            launch_overhead(workdir, env, args.runs, args.before)
         if "2" in only:
             resume_check(workdir, env, args.runs, args.entries)
         sizes = [int(s) for s in args.engine_sizes.split(",") if s.strip()]

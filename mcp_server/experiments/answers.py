@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from mcp_server.errors import SetupError
 from mcp_server.experiments.binding import Binding
@@ -27,6 +27,7 @@ from mcp_server.experiments.snapshot import (
     engine_file_stats,
     environment_stats,
 )
+from mcp_server.experiments.trials import EngineTrials, read_trials
 
 BATCH = 200  # ids per engine process (its command line stays far below ARG_MAX)
 WORKERS = max(2, min(4, os.cpu_count() or 1))  # engine processes at once
@@ -72,28 +73,52 @@ def _lock_free(files: ExperimentFiles) -> bool:
         return False
 
 
-def engine_answers(asked: Sequence[Asked], workspace: Path, known: set[str] | None) -> list[Answer]:
+@dataclass(frozen=True)
+class Known:
+    """The engine's answer (or why there is none), and the trials of the ledger it answered
+    for (read only once it answered: a ledger it cannot read in time is not read here either)."""
+
+    data: dict[str, Any] | None
+    problem: str | None
+    trials: EngineTrials | None = None
+    trials_problem: str | None = None  # why they could not be read (the status still stands)
+    lock_free: bool | None = None  # checked right after a snapshot answered; else not yet
+
+
+def _with_trials(files: ExperimentFiles, answer: Answer) -> Known:
+    data, problem = answer
+    if data is None:
+        return Known(None, problem)
+    try:
+        return Known(data, None, read_trials(files))
+    except SetupError as exc:
+        return Known(data, None, None, exc.message)
+
+
+def engine_answers(asked: Sequence[Asked], workspace: Path, known: set[str] | None) -> list[Known]:
     """Each experiment's answer, in order. `known`: every experiment id of the workspace (a
     listing), whose other snapshots are forgotten."""
     snapshots = Snapshots.load(workspace)
     environments: dict[Path, tuple[Stat, ...]] = {}
     keys = [_key(one, environments) for one in asked]
     free = [_lock_free(one.files) for one in asked]
-    answers: list[Answer | None] = [None] * len(asked)
+    answers: list[Known | None] = [None] * len(asked)
     for n, one in enumerate(asked):
         found = snapshots.get(one.files.experiment_id, keys[n]) if free[n] else None
         if found is not None:
-            answers[n] = (found, None)
+            answers[n] = Known(found.answer, None, found.trials, lock_free=True)
     missing = [n for n, answer in enumerate(answers) if answer is None]
     fresh = _ask([asked[n] for n in missing], workspace)
     after: dict[Path, tuple[Stat, ...]] = {}  # the environments as they are now
     for n, answer in zip(missing, fresh, strict=True):
-        answers[n] = answer
-        one, data = asked[n], answer[0]
+        one = asked[n]
+        result = answers[n] = _with_trials(one.files, answer)
         # Kept only if nothing moved while the engine answered and no engine was running.
-        keep = data is not None and free[n] and data.get("state") != "running"
+        state = result.data.get("state") if result.data is not None else "running"
+        keep = result.trials is not None and free[n] and state != "running"
         if keep and _key(one, after) == keys[n] and _lock_free(one.files):
-            snapshots.put(one.files.experiment_id, keys[n], data)  # type: ignore[arg-type]
+            assert result.data is not None and result.trials is not None
+            snapshots.put(one.files.experiment_id, keys[n], result.data, result.trials)
         else:
             snapshots.drop(one.files.experiment_id)
     if known is not None:

@@ -22,7 +22,8 @@ environment: `list` and `status` stay read-only for everything they report on (t
 annotated so). The file is replaced by rename (never through a link, never one another user
 owns); it is not fsynced, because a torn or damaged file is simply not trusted: it is read
 through a strict model, and any file that does not read (or any entry whose key differs) means
-the engine is asked again.
+the engine is asked again. The trials automl-setup reads from the same ledger and manifest
+are kept beside the answer, under the same key.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from mcp_server.errors import SetupError
+from mcp_server.experiments.trials import EngineTrials
 from mcp_server.fsutil import atomic_write_bytes, read_file
 
 CACHE_ENV = "AUTOML_SETUP_STATUS_CACHE"
@@ -57,6 +59,7 @@ class SnapshotKey(_Strict):
 class Snapshot(_Strict):
     key: SnapshotKey
     answer: dict[str, Any]
+    trials: EngineTrials  # read from the same ledger and manifest, when the engine answered
 
 
 class SnapshotFile(_Strict):
@@ -125,12 +128,14 @@ class Snapshots:
             snapshots.found = dict(read.snapshots)
         return snapshots
 
-    def get(self, experiment_id: str, key: SnapshotKey) -> dict[str, Any] | None:
+    def get(self, experiment_id: str, key: SnapshotKey) -> Snapshot | None:
         snapshot = self.found.get(experiment_id)
-        return snapshot.answer if snapshot is not None and snapshot.key == key else None
+        return snapshot if snapshot is not None and snapshot.key == key else None
 
-    def put(self, experiment_id: str, key: SnapshotKey, answer: dict[str, Any]) -> None:
-        self.found[experiment_id] = Snapshot(key=key, answer=answer)
+    def put(
+        self, experiment_id: str, key: SnapshotKey, answer: dict[str, Any], trials: EngineTrials
+    ) -> None:
+        self.found[experiment_id] = Snapshot(key=key, answer=answer, trials=trials)
         self.changed = True
 
     def drop(self, experiment_id: str) -> None:

@@ -9,7 +9,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field
 
 from mcp_server.errors import ExitCode, InvalidInput, SetupError
-from mcp_server.experiments.answers import Asked, engine_answers
+from mcp_server.experiments.answers import Asked, Known, engine_answers
 from mcp_server.experiments.attempts import AttemptEntry, read_attempts
 from mcp_server.experiments.binding import (
     bound_commit,
@@ -17,7 +17,6 @@ from mcp_server.experiments.binding import (
     relocation,
     resume_command,
 )
-from mcp_server.experiments.engine import Answer
 from mcp_server.experiments.files import (
     SIDECAR,
     ExperimentFiles,
@@ -25,7 +24,7 @@ from mcp_server.experiments.files import (
     require_experiment,
 )
 from mcp_server.experiments.pages import cursor_position, experiment_names, make_cursor, page
-from mcp_server.experiments.trials import Trial, read_trials
+from mcp_server.experiments.trials import Trial
 from mcp_server.requests import ListQuery, StatusQuery
 from mcp_server.values import ExperimentId
 
@@ -89,12 +88,12 @@ def experiment_status(query: StatusQuery) -> ExperimentStatus:
     return _status(read, answer)
 
 
-def _status(read: _Read, answer: Answer) -> ExperimentStatus:
+def _status(read: _Read, known: Known) -> ExperimentStatus:
     files, binding, environment = read.asked.files, read.asked.binding, read.asked.environment
     entries, torn_line = read.entries, read.torn_line
-    data, problem = answer
+    data, problem = known.data, known.problem
     # After the engine's answer: a "running" it gives for an engine that died since is caught.
-    running = lock_is_held(files)
+    running = not known.lock_free if known.lock_free is not None else lock_is_held(files)
     notes = [problem] if problem else []
     moved = relocation(binding, files)
     if moved:
@@ -116,16 +115,12 @@ def _status(read: _Read, answer: Answer) -> ExperimentStatus:
             "the engine reports running, but no engine process holds the controller lock (it "
             f"was killed); continue it with `{resume}`"
         )
-    trials: list[Trial] = []
-    try:
-        # Only once the engine has answered for its ledger: one it cannot read in time (a
-        # FIFO, a hung mount) is not read here either, where nothing would bound the wait.
-        found = read_trials(files) if data else None
-        trials = found.trials if found else []
-        if found and found.torn_line and not running:
-            notes.append(f"engine ledger line {found.torn_line} is torn (an interrupted write)")
-    except SetupError as exc:  # the rest of the status still stands
-        notes.append(exc.message)
+    found = known.trials
+    trials: list[Trial] = found.trials if found else []
+    if found and found.torn_line and not running:
+        notes.append(f"engine ledger line {found.torn_line} is torn (an interrupted write)")
+    if known.trials_problem:  # the rest of the status still stands
+        notes.append(known.trials_problem)
     return ExperimentStatus(
         experiment_id=files.experiment_id,
         workspace=str(files.workspace),

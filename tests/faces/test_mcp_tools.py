@@ -28,8 +28,8 @@ from support.mcp import (
 )
 from support.trees import env_snapshot
 
-from mcp_server import operations
 from mcp_server.environment.install import STEPS
+from mcp_server.experiments import status as statuses
 from mcp_server.faces.mcp import calls as mcp_runtime
 from mcp_server.faces.mcp.inputs import BRANCH_QUESTION
 from mcp_server.faces.mcp.lifecycle import RedactingFormatter
@@ -579,7 +579,7 @@ async def test_unexpected_exceptions_stay_generic(
     def explode(query: object) -> None:
         raise RuntimeError("internal detail https://user:s3cret@example.com/x")
 
-    monkeypatch.setattr(operations, "status", explode)  # the row loads it at each call
+    monkeypatch.setattr(statuses, "experiment_status", explode)  # the row loads it per call
     caplog.set_level(logging.INFO)
     async with Client(server) as client:
         result = await client.call_tool(

@@ -16,7 +16,7 @@ from mcp_server.faces.registry.row import (
     stopped,
 )
 
-OPS, REQ, RENDER = "mcp_server.operations", "mcp_server.requests", "mcp_server.faces.render"
+REQ, RENDER = "mcp_server.requests", "mcp_server.faces.render"
 ENGINE_EXIT: ExitCodes = (
     ("N", "in the foreground: the engine's own exit code (143: stopped by SIGTERM, its state "
      "saved; resume it)"),
@@ -32,7 +32,7 @@ ROWS: tuple[Row, ...] = (
     Row(
         "launch",
         "launch_experiment",
-        f"{OPS}:launch",
+        "mcp_server.experiments.launch:launch_experiment",
         f"{REQ}:LaunchRequest",
         "mcp_server.experiments.started:StartedEngine",
         f"{RENDER}.experiments:started_text",
@@ -60,7 +60,7 @@ ROWS: tuple[Row, ...] = (
     Row(
         "resume",
         "resume_experiment",
-        f"{OPS}:resume",
+        "mcp_server.experiments.resume:resume_experiment",
         f"{REQ}:ResumeRequest",
         "mcp_server.experiments.started:StartedEngine",
         f"{RENDER}.experiments:started_text",
@@ -91,7 +91,7 @@ ROWS: tuple[Row, ...] = (
     Row(
         "status",
         "status_experiment",
-        f"{OPS}:status",
+        "mcp_server.experiments.status:experiment_status",
         f"{REQ}:StatusQuery",
         "mcp_server.experiments.status:ExperimentStatus",
         f"{RENDER}.experiments:status_text",
@@ -111,7 +111,7 @@ ROWS: tuple[Row, ...] = (
     Row(
         "list",
         "list_experiments",
-        f"{OPS}:list_experiments",
+        "mcp_server.experiments.status:list_experiments",
         f"{REQ}:ListQuery",
         "mcp_server.experiments.status:ExperimentListing",
         f"{RENDER}.experiments:listing_text",
