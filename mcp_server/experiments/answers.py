@@ -98,7 +98,7 @@ def _with_trials(files: ExperimentFiles, answer: Answer) -> Known:
 def engine_answers(asked: Sequence[Asked], workspace: Path, known: set[str] | None) -> list[Known]:
     """Each experiment's answer, in order. `known`: every experiment id of the workspace (a
     listing), whose other snapshots are forgotten."""
-    snapshots = Snapshots.load(workspace)
+    snapshots = Snapshots(workspace)
     environments: dict[Path, tuple[Stat, ...]] = {}
     keys = [_key(one, environments) for one in asked]
     free = [_lock_free(one.files) for one in asked]
@@ -123,7 +123,6 @@ def engine_answers(asked: Sequence[Asked], workspace: Path, known: set[str] | No
             snapshots.drop(one.files.experiment_id)
     if known is not None:
         snapshots.keep_only(known)
-    snapshots.save()
     return [answer for answer in answers if answer is not None]
 
 

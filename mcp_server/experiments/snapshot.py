@@ -17,20 +17,20 @@ running engine's answer is never reused: it is asked every time). A snapshot is 
 the lock is still free.
 
 Snapshots live in the user's cache (`$AUTOML_SETUP_STATUS_CACHE`, else
-`$XDG_CACHE_HOME/automl-setup/status`), one file per workspace, never in the workspace or an
-environment: `list` and `status` stay read-only for everything they report on (the MCP tools are
-annotated so). The file is replaced by rename (never through a link, never one another user
-owns); it is not fsynced, because a torn or damaged file is simply not trusted: it is read
-through a strict model, and any file that does not read (or any entry whose key differs) means
-the engine is asked again. The trials automl-setup reads from the same ledger and manifest
-are kept beside the answer, under the same key.
+`$XDG_CACHE_HOME/automl-setup/status`), a folder per workspace and a file per experiment, never
+in the workspace or an environment: `list` and `status` stay read-only for everything they
+report on (the MCP tools are annotated so). A file is replaced by rename (never through a link,
+never one another user owns); it is not fsynced, because a torn or damaged file is simply not
+trusted: it is read through a strict model, and a file that does not read (or whose key
+differs) means the engine is asked again. The trials automl-setup reads from the same ledger
+and manifest are kept beside the answer, under the same key.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -38,10 +38,10 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from mcp_server.errors import SetupError
 from mcp_server.experiments.trials import EngineTrials
-from mcp_server.fsutil import atomic_write_bytes, read_file
+from mcp_server.fsutil import atomic_write_bytes, read_file, state_dir
 
 CACHE_ENV = "AUTOML_SETUP_STATUS_CACHE"
-MAX_SNAPSHOT_BYTES = 64 << 20  # far above a thousand experiments' (about 1 MB)
+MAX_SNAPSHOT_BYTES = 64 << 20  # an experiment's: ~2 KB, more with many trials
 Stat = tuple[int, int, int, int, int] | None  # device, inode, size, mtime_ns, ctime_ns
 
 
@@ -65,7 +65,8 @@ class Snapshot(_Strict):
 class SnapshotFile(_Strict):
     schema_version: Literal[1]
     workspace: str
-    snapshots: dict[str, Snapshot]
+    experiment_id: str
+    snapshot: Snapshot
 
 
 def stat_of(path: Path, *, follow: bool = False) -> Stat:
@@ -103,55 +104,64 @@ def cache_dir() -> Path:
     return cache.absolute() / "automl-setup" / "status"
 
 
-@dataclass
 class Snapshots:
-    """The snapshots of one workspace, as read; `put` and `drop` change them, `save` writes
-    them back when they changed."""
+    """The snapshots of one workspace: a folder of the cache, a file per experiment (so a
+    `status` reads one small file). A snapshot that cannot be read or written only costs the
+    next call its engine process."""
 
-    workspace: str
-    path: Path
-    found: dict[str, Snapshot] = field(default_factory=dict)
-    changed: bool = False
+    def __init__(self, workspace: Path) -> None:
+        self.workspace = str(workspace)
+        self.dir = cache_dir() / hashlib.sha256(self.workspace.encode()).hexdigest()[:32]
 
-    @classmethod
-    def load(cls, workspace: Path) -> Snapshots:
-        name = hashlib.sha256(str(workspace).encode()).hexdigest()[:32]
-        snapshots = cls(str(workspace), cache_dir() / f"{name}.json")
-        try:
-            raw = read_file(snapshots.path)
-            if raw is None or len(raw) > MAX_SNAPSHOT_BYTES:
-                return snapshots
-            read = SnapshotFile.model_validate_json(raw)
-        except (SetupError, ValidationError):  # unreadable, a link, damaged: not trusted
-            return snapshots
-        if read.workspace == snapshots.workspace:
-            snapshots.found = dict(read.snapshots)
-        return snapshots
+    def path(self, experiment_id: str) -> Path:
+        return self.dir / f"{experiment_id}.json"  # an experiment id is a plain file name
 
     def get(self, experiment_id: str, key: SnapshotKey) -> Snapshot | None:
-        snapshot = self.found.get(experiment_id)
-        return snapshot if snapshot is not None and snapshot.key == key else None
+        try:
+            raw = read_file(self.path(experiment_id))  # never through a link
+            if raw is None or len(raw) > MAX_SNAPSHOT_BYTES:
+                return None
+            read = SnapshotFile.model_validate_json(raw)
+        except (SetupError, ValidationError):  # unreadable, a link, damaged: not trusted
+            return None
+        if (read.workspace, read.experiment_id) != (self.workspace, experiment_id):
+            return None
+        return read.snapshot if read.snapshot.key == key else None
 
     def put(
         self, experiment_id: str, key: SnapshotKey, answer: dict[str, Any], trials: EngineTrials
     ) -> None:
-        self.found[experiment_id] = Snapshot(key=key, answer=answer, trials=trials)
-        self.changed = True
+        snapshot = Snapshot(key=key, answer=answer, trials=trials)
+        data = SnapshotFile(
+            schema_version=1,
+            workspace=self.workspace,
+            experiment_id=experiment_id,
+            snapshot=snapshot,
+        )
+        with contextlib.suppress(SetupError):
+            atomic_write_bytes(
+                self.path(experiment_id), data.model_dump_json().encode(), durable=False
+            )
 
-    def drop(self, experiment_id: str) -> None:
-        if self.found.pop(experiment_id, None) is not None:
-            self.changed = True
+    def found(self) -> set[str]:
+        """The experiment ids that have a snapshot file."""
+        try:
+            with state_dir(self.dir, step="read") as dir_fd:
+                names = os.listdir(dir_fd)  # noqa: PTH208 (the folder's descriptor: no link)
+        except (FileNotFoundError, SetupError):
+            return set()
+        return {n.removesuffix(".json") for n in names if n.endswith(".json")}
+
+    def drop(self, *experiment_ids: str) -> None:
+        """Remove these snapshots (through the folder's descriptor: never a linked folder's)."""
+        with (
+            contextlib.suppress(FileNotFoundError, SetupError),
+            state_dir(self.dir, step="write") as dir_fd,
+        ):
+            for experiment_id in experiment_ids:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(f"{experiment_id}.json", dir_fd=dir_fd)
 
     def keep_only(self, experiment_ids: set[str]) -> None:
         """Forget the experiments a full listing no longer found."""
-        for gone in set(self.found) - experiment_ids:
-            self.drop(gone)
-
-    def save(self) -> None:
-        if not self.changed:
-            return
-        data = SnapshotFile(schema_version=1, workspace=self.workspace, snapshots=self.found)
-        try:
-            atomic_write_bytes(self.path, data.model_dump_json().encode(), durable=False)
-        except SetupError:  # a cache that cannot be written only costs the next call time
-            return
+        self.drop(*(self.found() - experiment_ids))

@@ -71,11 +71,11 @@ def _status(workspace: Path, experiment_id: str) -> dict[str, Any]:
 
 
 def _snapshots(workspace: Path) -> Snapshots:
-    return Snapshots.load(WorkspacePath(str(workspace)).path)
+    return Snapshots(WorkspacePath(str(workspace)).path)
 
 
 def _forget_snapshots(workspace: Path) -> None:
-    _snapshots(workspace).path.unlink(missing_ok=True)
+    shutil.rmtree(_snapshots(workspace).dir, ignore_errors=True)
 
 
 def _engine(env: Path, workspace: Path, *ids: str) -> dict[str, Any]:
@@ -97,7 +97,7 @@ def test_engine_status_of_many_ids_answers_each_as_alone(many: Workspace) -> Non
 def test_list_and_status_answer_as_without_snapshots(many: Workspace) -> None:
     _forget_snapshots(many.path)
     listed = _json("list", "--workspace", str(many.path))  # asked: batched, then kept
-    assert _snapshots(many.path).found.keys() == set(many.ids)
+    assert _snapshots(many.path).found() == set(many.ids)
     again = _json("list", "--workspace", str(many.path))  # from the snapshots
     assert again == listed
     assert [e["experiment_id"] for e in listed["experiments"]] == many.ids
@@ -113,9 +113,9 @@ def test_list_and_status_answer_as_without_snapshots(many: Workspace) -> None:
 def _tamper_answer(workspace: Path, experiment_id: str, **changes: Any) -> None:
     """A snapshot whose key is current but whose answer says otherwise: shows whether the
     snapshot, not the engine, answered."""
-    path = _snapshots(workspace).path
+    path = _snapshots(workspace).path(experiment_id)
     data = json.loads(path.read_bytes())
-    data["snapshots"][experiment_id]["answer"].update(changes)
+    data["snapshot"]["answer"].update(changes)
     path.write_text(json.dumps(data))
 
 
@@ -154,7 +154,7 @@ def test_resumed_experiment_is_not_answered_from_its_interrupted_snapshot(
     interrupted: Experiment,
 ) -> None:
     assert interrupted.status()["state"] == "interrupted"  # asked, and kept
-    assert _snapshots(interrupted.workspace).found.keys() == {interrupted.experiment_id}
+    assert _snapshots(interrupted.workspace).found() == {interrupted.experiment_id}
     assert interrupted.cli("resume").code == 0
     resumed = interrupted.status()
     assert resumed["state"] == "completed" and resumed["trials_done"] == 4
@@ -170,9 +170,9 @@ def test_damaged_snapshot_is_ignored_and_asked_again(
     experiment_id = many.ids[3]
     _forget_snapshots(many.path)
     fresh = _status(many.path, experiment_id)
-    path = _snapshots(many.path).path
+    path = _snapshots(many.path).path(experiment_id)
     data = json.loads(path.read_bytes())
-    data["snapshots"][experiment_id]["answer"]["trials_done"] = 777
+    data["snapshot"]["answer"]["trials_done"] = 777
     elsewhere = tmp_path / "planted.json"
     if damage == "garbage":
         path.write_bytes(b"\x00not json")
@@ -192,7 +192,7 @@ def test_damaged_snapshot_is_ignored_and_asked_again(
         assert path.is_symlink() and elsewhere.read_bytes() == planted
         path.unlink()
     else:  # replaced by a sound snapshot
-        assert _snapshots(many.path).found.keys() == {experiment_id}
+        assert _snapshots(many.path).found() == {experiment_id}
 
 
 async def _walk(client: Client, workspace: Path) -> list[dict[str, Any]]:
