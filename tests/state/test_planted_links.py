@@ -183,6 +183,9 @@ NOT_STATE = {
     ("faces/mcp/catalog.py", "CATALOG_PATH.write_text"): "a developer tool: this checkout",
     ("schemagen.py", "path.write_text"): "a developer tool: this checkout",
     ("docgen.py", "path.write_text"): "a developer tool: this checkout (docs/reference/)",
+    ("environment/cachelinks.py", "path.open"): "an engine file of the environment being "
+    "installed (its RECORD), regular (lstat), under the environment's lock",
+    ("environment/cachelinks.py", "tmp.open"): "the copy made beside it (O_EXCL, random name)",
     ("scratch.py", "tempfile.mkdtemp"): "private scratch (0700, unpredictable)",
     ("skills/sync.py", "tempfile.mkstemp"): "the project's skill mirrors (exclusive temp)",
     ("skills/sync.py", "os.fdopen"): "the descriptor mkstemp made",
