@@ -11,21 +11,14 @@ from pathlib import Path
 
 import pytest
 from support.cli import REPO_ROOT
-from support.engines import (
-    WheelInstall,
-    install_main,
-    make_venv,
-    new_source_repo,
-)
+from support.engines import WheelInstall, install_main, make_venv, new_source_repo
 from support.experiments import Experiment, Reaper, make_interrupted, subreaper
 from support.slurm_cluster import SlurmCluster
 from support.trees import env_snapshot, tree_digest
 
 from mcp_server.environment.wheelstore import STORE_ENV
 from mcp_server.experiments.snapshot import CACHE_ENV
-from mcp_server.source.sourcerepo import (
-    SourceRepository,
-)
+from mcp_server.source.sourcerepo import SourceRepository
 from mcp_server.source.wheelbuild import uv_binary
 
 SHARES_INSTALLED_ENV = "shares_installed_env"
@@ -80,32 +73,25 @@ def pytest_configure(config: pytest.Config) -> None:
         compileall.compile_dir(REPO_ROOT / "mcp_server", quiet=1, workers=0)
 
 
+def _session_folder(variable: str, root: Path) -> Iterator[Path]:
+    """`variable` names `root` for the session (the CLI subprocesses inherit it), then is put
+    back as it was."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(variable, str(root))
+        yield root
+
+
 @pytest.fixture(scope="session", autouse=True)
 def wheel_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """Every install keeps its wheel in the store: the session's own, never the user's cache
-    (the CLI subprocesses inherit it)."""
-    root = tmp_path_factory.mktemp("wheel-store")
-    previous = os.environ.get(STORE_ENV)
-    os.environ[STORE_ENV] = str(root)
-    yield root
-    if previous is None:
-        os.environ.pop(STORE_ENV, None)
-    else:
-        os.environ[STORE_ENV] = previous
+    """Every install keeps its wheel in the store: the session's own, never the user's cache."""
+    yield from _session_folder(STORE_ENV, tmp_path_factory.mktemp("wheel-store"))
 
 
 @pytest.fixture(scope="session", autouse=True)
 def status_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """The status snapshots of every list and status: the session's own folder, never the
-    user's cache (the CLI subprocesses inherit it)."""
-    root = tmp_path_factory.mktemp("status-cache")
-    previous = os.environ.get(CACHE_ENV)
-    os.environ[CACHE_ENV] = str(root)
-    yield root
-    if previous is None:
-        os.environ.pop(CACHE_ENV, None)
-    else:
-        os.environ[CACHE_ENV] = previous
+    user's cache."""
+    yield from _session_folder(CACHE_ENV, tmp_path_factory.mktemp("status-cache"))
 
 
 @pytest.fixture(scope="session")

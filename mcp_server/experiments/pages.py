@@ -54,9 +54,11 @@ def cursor_position(workspace: Path, cursor: PageCursor) -> str:
         raise refuse(f"is stale: it was made for another workspace than {workspace}")
     after = data["after"]
     try:
-        return str(ExperimentId(after)) if isinstance(after, str) else ExperimentId("")
+        if isinstance(after, str):
+            return str(ExperimentId(after))
     except InvalidInput:
-        raise refuse("names no experiment id to start after") from None
+        pass
+    raise refuse("names no experiment id to start after")
 
 
 def experiment_names(root: Path) -> list[str]:

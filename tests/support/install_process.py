@@ -12,9 +12,7 @@ from pathlib import Path
 import pytest
 from support.cli import profile_args
 
-from mcp_server.source.sourcerepo import (
-    SourceRepository,
-)
+from mcp_server.source.sourcerepo import SourceRepository
 
 
 class Install:
