@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -31,11 +32,12 @@ class ExperimentFiles:
     workspace: Path
     experiment_id: ExperimentId
 
-    @property
+    # Cached: a listing asks for them a few times per experiment, and pathlib's joins add up.
+    @functools.cached_property
     def engine_dir(self) -> Path:
         return self.workspace / self.experiment_id
 
-    @property
+    @functools.cached_property
     def dir(self) -> Path:
         return self.workspace / SIDECAR / self.experiment_id
 

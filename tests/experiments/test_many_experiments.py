@@ -23,6 +23,7 @@ from support.mcp import call_ok, error_text
 from support.trees import tree_digest
 
 from bench.experimentscale import clone_experiments
+from mcp_server.experiments import answers
 from mcp_server.experiments.files import ExperimentFiles
 from mcp_server.experiments.snapshot import Snapshots
 from mcp_server.faces.mcp.server import server
@@ -265,3 +266,17 @@ async def test_bad_or_stale_cursor_is_refused_and_nothing_changes(
     assert (tree_digest(many.path), tree_digest(other), tree_digest(cache)) == before
     result = run_cli("list", "--workspace", str(other), "--cursor", stale)
     assert result.code == 2 and "is stale" in result.stderr, result.output
+
+
+@pytest.mark.parametrize("count", [2, 3, 5, 10, 401, 1000, 1001, 2001, 5000])
+def test_engine_batches_keep_every_worker_busy_and_lose_no_id(count: int) -> None:
+    """The ids of one engine go to its processes in order, every one exactly once, in batches
+    of 2 to BATCH ids, a multiple of the workers' number of them when there are enough ids
+    (1,000 ids were 5 batches of 200: the last ran alone in a third round)."""
+    members = list(range(count))
+    chunks = answers._chunks(members)
+    assert [n for chunk in chunks for n in chunk] == members
+    assert all(2 <= len(chunk) <= answers.BATCH for chunk in chunks)
+    assert max(map(len, chunks)) - min(map(len, chunks)) <= 1
+    if count >= 2 * answers.WORKERS:
+        assert len(chunks) % answers.WORKERS == 0
