@@ -158,9 +158,9 @@ def _ask(asked: list[Asked], workspace: Path) -> list[Answer]:
 
 
 def _chunks(members: list[int]) -> list[list[int]]:
-    """`members` in nearly equal batches of at least 2 and at most BATCH ids, as many as keep
-    every worker busy to the end: 1,000 ids in 5 batches of 200 left one process running
-    alone in a third round; in 2 of 500 both rounds' imports and waits are one."""
+    """`members` in nearly equal batches of 2 to BATCH ids, a multiple of WORKERS of them when
+    there are enough, so no process runs alone in a last round (1,000 ids: 2 batches of 500
+    on 2 workers, where 5 of 200 left the fifth alone in a third round)."""
     rounds = -(-len(members) // (BATCH * WORKERS))  # ceil
     count = max(1, min(rounds * WORKERS, len(members) // 2))
     size, extra = divmod(len(members), count)

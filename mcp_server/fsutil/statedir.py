@@ -49,33 +49,38 @@ def link_refusal(step: str, path: Path) -> SetupError:
     )
 
 
-def _trusted(st: os.stat_result, parent: os.stat_result) -> bool:
-    """`check_trusted`'s rule as a test alone: state is read thousands of times in a listing,
-    and the path of a refusal's message is built only when there is one."""
-    if st.st_mode & stat.S_IWOTH and not (stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_ISVTX):
-        return False
+def _world_writable(st: os.stat_result) -> bool:
+    # A sticky world-writable directory (/tmp) lets nobody replace another's entries.
+    return bool(st.st_mode & stat.S_IWOTH) and not (
+        stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_ISVTX
+    )
+
+
+def _foreign(st: os.stat_result, parent: os.stat_result) -> bool:
+    # In a team's group-writable folder, a member's entry of the folder's group is expected.
     team = parent.st_mode & stat.S_IWGRP and st.st_gid == parent.st_gid
-    return st.st_uid in (os.geteuid(), 0, parent.st_uid) or bool(team)
+    return st.st_uid not in (os.geteuid(), 0, parent.st_uid) and not team
+
+
+def _trusted(st: os.stat_result, parent: os.stat_result) -> bool:
+    """`check_trusted`'s rule without its messages: a walk builds a refusal's path only when
+    there is a refusal (state is opened thousands of times in a listing)."""
+    return not _world_writable(st) and not _foreign(st, parent)
 
 
 def check_trusted(st: os.stat_result, parent: os.stat_result, path: Path, step: str) -> None:
     """Refuse state others could have rewritten: writable by everyone (a sticky folder aside),
     or owned by someone other than this user, root or the owner of its directory, unless that
     directory is a team's (group-writable, the entry in its group)."""
-    if _trusted(st, parent):
-        return
     kind = "directory" if stat.S_ISDIR(st.st_mode) else "file"
-    # A sticky world-writable directory (/tmp) lets nobody replace another's entries.
-    if st.st_mode & stat.S_IWOTH and not (kind == "directory" and st.st_mode & stat.S_ISVTX):
+    if _world_writable(st):
         raise SetupError(
             step,
             f"the state {kind} {path} is writable by everyone (mode {stat.S_IMODE(st.st_mode):o})"
             ": anyone could have replaced what automl-setup reads there; nothing was written",
             f"check it, then `chmod o-w {path}` (group-writable is fine for a shared workspace)",
         )
-    # In a team's group-writable folder, a member's entry of the folder's group is expected.
-    team = parent.st_mode & stat.S_IWGRP and st.st_gid == parent.st_gid
-    if st.st_uid not in (os.geteuid(), 0, parent.st_uid) and not team:
+    if _foreign(st, parent):
         raise SetupError(
             step,
             f"the state {kind} {path} belongs to uid {st.st_uid}, not to this user (uid "
@@ -86,9 +91,9 @@ def check_trusted(st: os.stat_result, parent: os.stat_result, path: Path, step: 
 
 
 def _edge_and_parts(path: Path, edge: Path | None) -> tuple[str, list[str]]:
-    """The folder the walk starts from and the names below it, by string operations: pathlib
-    was most of the time of a listing that opens four state files per experiment."""
-    # Strings on purpose: pathlib's joins were the cost (hence the noqa).
+    """The folder the walk starts from and the names below it. Strings, not pathlib (hence the
+    noqa): its joins were most of the time of a listing that opens four state files per
+    experiment."""
     full = os.path.normpath(os.path.abspath(path))  # noqa: PTH100
     names = [name for name in full.split(os.sep) if name]  # noqa: PTH206
     if edge is not None:
