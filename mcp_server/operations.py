@@ -103,10 +103,12 @@ class InstallHistory(_Result):
 # The operations
 
 
-def resolve(request: ResolveRequest) -> BranchResolution:
+def resolve(request: ResolveRequest, progress: Progress | None = None) -> BranchResolution:
+    from mcp_server.childwatch import network_watch
     from mcp_server.source import gitsource
 
-    res = gitsource.resolve_branch(request.profile.repository, request.branch)
+    with network_watch(request.stall_timeout, progress):
+        res = gitsource.resolve_branch(request.profile.repository, request.branch)
     return BranchResolution(
         repository=res.repository,
         branch=res.branch,
@@ -116,10 +118,12 @@ def resolve(request: ResolveRequest) -> BranchResolution:
     )
 
 
-def branches(query: BranchesQuery) -> BranchListing:
+def branches(query: BranchesQuery, progress: Progress | None = None) -> BranchListing:
+    from mcp_server.childwatch import network_watch
     from mcp_server.source import branches as listing
 
-    return listing.list_branches(query.profile, query.with_subdirectory)
+    with network_watch(query.stall_timeout, progress):
+        return listing.list_branches(query.profile, query.with_subdirectory)
 
 
 def install(request: InstallRequest, progress: Progress | None = None) -> InstallResult:

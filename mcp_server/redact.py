@@ -33,6 +33,11 @@ def strip_credentials(url: str) -> str:
     return _QUERY_SECRET.sub(lambda m: m.group("key") + REDACTED, url)
 
 
+def carries_secret(url: str) -> bool:
+    """Whether a URL holds a secret: a password or token in its user info or its query."""
+    return urlsplit(url).password is not None or _QUERY_SECRET.search(url) is not None
+
+
 def redact_text(text: str) -> str:
     """Any text that may quote a URL (git and uv errors do) with its credentials masked."""
 

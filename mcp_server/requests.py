@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from mcp_server.childwatch import MAX_STALL_S, MIN_STALL_S
 from mcp_server.errors import Arg, InvalidInput
 from mcp_server.source.profile import EngineProfile
 from mcp_server.values import (
@@ -38,12 +39,34 @@ class Request(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
 
 
-class ResolveRequest(Request):
+class NetworkRequest(Request):
+    """A request whose operation reaches a repository or an index (git, and uv's fetches)."""
+
+    stall_timeout: float | None = Field(
+        None,
+        description=f"Seconds a git or uv fetch may go without any progress before it is given "
+        f"up on ({MIN_STALL_S:g} to {MAX_STALL_S:g}; default: the project file's stall-timeout, "
+        "else 30). A slow but moving transfer is never cut off.",
+        json_schema_extra={"ge": MIN_STALL_S, "le": MAX_STALL_S},
+    )
+
+    @model_validator(mode="after")
+    def _stall_bounded(self) -> NetworkRequest:
+        if self.stall_timeout is not None and not MIN_STALL_S <= self.stall_timeout <= MAX_STALL_S:
+            raise InvalidInput(
+                "validate",
+                f"stall timeout {self.stall_timeout:g} s is out of range",
+                f"pass {MIN_STALL_S:g} to {MAX_STALL_S:g} seconds",
+            )
+        return self
+
+
+class ResolveRequest(NetworkRequest):
     profile: EngineProfile
     branch: BranchName
 
 
-class InstallRequest(Request):
+class InstallRequest(NetworkRequest):
     profile: EngineProfile
     python: TargetPath | None
     branch: BranchName | None = None
@@ -108,7 +131,7 @@ class InstallRequest(Request):
         return self
 
 
-class BranchesQuery(Request):
+class BranchesQuery(NetworkRequest):
     profile: EngineProfile
     with_subdirectory: bool = Field(
         False, description="List only branches whose head holds the profile's subdirectory."

@@ -36,7 +36,7 @@ ALLOWED_SCHEMES = ("https", "ssh", "file")
 GIT_CHECK_TIMEOUT_S = 120.0
 
 # scp-style ssh: user@host:path (a user is required so `host:path` is never a local path).
-_SCP_URL = re.compile(r"^(?P<user>[A-Za-z0-9._-]+)@(?P<host>[A-Za-z0-9.-]+):(?P<path>[^\s]+)$")
+SCP_URL = re.compile(r"^(?P<user>[A-Za-z0-9._-]+)@(?P<host>[A-Za-z0-9.-]+):(?P<path>[^\s]+)$")
 _FULL_SHA = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 _EXTRA = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,62}[A-Za-z0-9])?$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -229,7 +229,7 @@ def _check_url(url: str) -> None:
         elif not parts.hostname or parts.hostname.startswith("-"):
             raise InvalidInput(step, f"repository URL {url_shown} has no valid host", URL_REMEDY)
         return
-    match = _SCP_URL.fullmatch(url)
+    match = SCP_URL.fullmatch(url)
     if match is None or match["host"].startswith("-") or match["path"].startswith("-"):
         raise InvalidInput(step, f"{url_shown} is not an allowed repository URL", URL_REMEDY)
 

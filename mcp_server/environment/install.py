@@ -17,6 +17,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from pydantic import BaseModel, Field
 
+from mcp_server.childwatch import network_watch
 from mcp_server.environment.artifact import Artifact, reviewed_wheel, store_wheel
 from mcp_server.environment.create import open_for_install
 from mcp_server.environment.gepa_pin import check_installed_gepa
@@ -85,7 +86,10 @@ def install_engine(
     # The environment lock is held from before a new environment (--create-env) is usable;
     # a failure removes exactly what this call created.
     policy = ClosurePolicy(require_pinned=request.require_pinned)
-    with open_for_install(request.python, create=request.create_env) as env:
+    with (
+        network_watch(request.stall_timeout, progress),
+        open_for_install(request.python, create=request.create_env) as env,
+    ):
         return _install_locked(
             request.profile, env, request.branch, request.commit, extras, bound, progress, ready,
             expect=request.expect_commit, policy=policy, again=_asked_again(request),

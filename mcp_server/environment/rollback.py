@@ -23,24 +23,7 @@ from mcp_server.environment.target import TargetEnv
 from mcp_server.environment.verify import installed_paths
 from mcp_server.errors import SetupError
 from mcp_server.redact import redact_text
-from mcp_server.source.wheelbuild import run_logged, uv_binary
-
-UV_TIMEOUT_S = 1800.0
-
-
-def run_uv(argv: list[str], log_path: Path, *, step: str) -> None:
-    """uv, logged to `log_path`; a failure raises with its last lines (install and rollback)."""
-    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
-    returncode = run_logged(argv, log_path, step=step, env=env, timeout=UV_TIMEOUT_S)
-    if returncode != 0:
-        lines = log_path.read_text("utf-8", errors="replace").splitlines()
-        raise SetupError(
-            step,
-            f"uv exited with status {returncode}",
-            "see the uv messages below; fix the cause (network, disk, dependency conflict) "
-            "and run the install again",
-            details=[redact_text(line) for line in lines[-10:]],
-        )
+from mcp_server.source.wheelbuild import run_uv, uv_binary
 
 
 class RollbackFailed(SetupError):

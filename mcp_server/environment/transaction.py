@@ -45,7 +45,7 @@ from mcp_server.environment.records import (
     log_installed,
     utc_now,
 )
-from mcp_server.environment.rollback import after_rollback, finish_transaction, run_uv
+from mcp_server.environment.rollback import after_rollback, finish_transaction
 from mcp_server.environment.target import TargetEnv
 from mcp_server.environment.torch_guard import check_torch_kept, keep_torch_args
 from mcp_server.environment.verify import (
@@ -64,7 +64,7 @@ from mcp_server.fsutil import (
     state_dir,
 )
 from mcp_server.source.profile import EngineProfile
-from mcp_server.source.wheelbuild import WheelMetadata, uv_binary, uv_version
+from mcp_server.source.wheelbuild import WheelMetadata, run_uv, uv_binary, uv_version
 
 Progress = Callable[[str, str], None]  # (step, message)
 # The steps of an install, in order (here, not in install.py: the CLI's progress names them).
@@ -246,7 +246,8 @@ class Transaction:
             atomic_write_bytes(pinned, "".join(f"{o}\n" for o in self.policy.overrides).encode())
             argv += ["--override", str(pinned)]
         argv += ["--reinstall-package", self.build.distribution, requirement]
-        run_uv(argv, self.txdir / "uv-install.log", step="install")
+        log = self.txdir / "uv-install.log"
+        run_uv(argv, log, step="install", requires_dist=self.meta.requires_dist)
         # An engine file edited in place must never edit uv's cache (a reinstall would bring
         # the edit back): its linked files become files of their own before anything reads them.
         dist_info = before.purelib / self.meta.dist_info

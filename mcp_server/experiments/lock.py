@@ -10,29 +10,30 @@ new only (the same bytes again, or a refusal)."""
 from __future__ import annotations
 
 import hashlib
-import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from mcp_server.childwatch import network_watch
 from mcp_server.environment.pins import overrides_for
 from mcp_server.environment.wheelstore import WheelStore
 from mcp_server.errors import SetupError
 from mcp_server.experiments.binding import Binding, read_binding
 from mcp_server.experiments.files import ExperimentFiles, require_experiment
 from mcp_server.fsutil import atomic_write_bytes, create_new_or_same
-from mcp_server.requests import Request
+from mcp_server.requests import NetworkRequest
 from mcp_server.scratch import scratch_dir
 from mcp_server.source.profile import tomllib
-from mcp_server.source.wheelbuild import uv_binary
+from mcp_server.source.wheelbuild import run_uv, uv_binary
 from mcp_server.values import ExperimentId, LockPath, WorkspacePath
 
 STEP = "lock"
 UV_TIMEOUT_S = 900.0
 
 
-class LockQuery(Request):
+class LockQuery(NetworkRequest):
     experiment_id: ExperimentId
     workspace: WorkspacePath
     out: LockPath | None = Field(
@@ -66,21 +67,21 @@ def _compile(binding: Binding, wheel: Path, work: Path) -> str:
     )
     atomic_write_bytes(overrides, "".join(f"{o}\n" for o in overrides_for(engine.closure)).encode())
     python = ".".join(engine.environment.python_version.split(".")[:2])
+    out = work / "pylock.toml"
     argv = [
         uv_binary(), "pip", "compile", "--quiet", "--no-header", "--format", "pylock.toml",
-        "--python-version", python, "--override", str(overrides), str(requirements),
+        "--python-version", python, "--override", str(overrides), "--output-file", str(out),
+        str(requirements),
     ]  # fmt: skip
-    proc = subprocess.run(
-        argv, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=UV_TIMEOUT_S,
-        check=False,
-    )  # fmt: skip
-    if proc.returncode != 0:
-        raise _refuse(
-            f"uv could not resolve the bound closure (exit {proc.returncode}); nothing written",
-            "the index or a repository of a bound dependency must be reachable to lock it",
-            details=(proc.stderr or "").strip().splitlines()[-12:],
-        )
-    return proc.stdout
+    run_uv(
+        argv,
+        work / "uv-compile.log",
+        step=STEP,
+        cause="uv could not resolve the bound closure (exit {returncode}); nothing written",
+        remedy="the index or a repository of a bound dependency must be reachable to lock it",
+        timeout=UV_TIMEOUT_S,
+    )
+    return out.read_text(encoding="utf-8")
 
 
 def _check(binding: Binding, lock: dict[str, Any]) -> list[str]:
@@ -111,7 +112,18 @@ def _check(binding: Binding, lock: dict[str, Any]) -> list[str]:
     return problems
 
 
-def lock_experiment(query: LockQuery) -> LockResult:
+# The one step of a lock's progress (what uv's resolution waits on, while it waits).
+STEPS = (STEP,)
+
+
+def lock_experiment(
+    query: LockQuery, progress: Callable[[str, str], None] | None = None
+) -> LockResult:
+    with network_watch(query.stall_timeout, progress):
+        return _lock(query)
+
+
+def _lock(query: LockQuery) -> LockResult:
     files = ExperimentFiles(query.workspace.path, query.experiment_id)
     require_experiment(files, STEP, remedy="lock takes an exact id; list them with")
     binding = read_binding(files)

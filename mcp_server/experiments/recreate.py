@@ -10,6 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from mcp_server.childwatch import network_watch
 from mcp_server.environment.artifact import Artifact, from_store, store_wheel
 from mcp_server.environment.identity import diff_fields
 from mcp_server.environment.install import InstallResult, Progress, install_artifact, no_progress
@@ -26,7 +27,7 @@ from mcp_server.experiments.binding import (
 )
 from mcp_server.experiments.files import ExperimentFiles, require_experiment
 from mcp_server.experiments.registered import bound_experiments
-from mcp_server.requests import Request
+from mcp_server.requests import NetworkRequest
 from mcp_server.scratch import scratch_dir
 from mcp_server.source.gitsource import fetch_commit
 from mcp_server.source.profile import EngineProfile
@@ -36,7 +37,7 @@ from mcp_server.values import CommitId, ExperimentId, TargetPath, WorkspacePath
 WORK_PREFIX = "automl-setup-recreate-"
 
 
-class RecreateRequest(Request):
+class RecreateRequest(NetworkRequest):
     experiment_id: ExperimentId
     workspace: WorkspacePath
     python: TargetPath = Field(description="The separate environment to install the engine into.")
@@ -63,6 +64,11 @@ class RecreateResult(BaseModel):
 
 
 def recreate_engine(request: RecreateRequest, progress: Progress = no_progress) -> RecreateResult:
+    with network_watch(request.stall_timeout, progress):
+        return _recreate(request, progress)
+
+
+def _recreate(request: RecreateRequest, progress: Progress) -> RecreateResult:
     files = ExperimentFiles(request.workspace.path, request.experiment_id)
     require_experiment(files, "recreate", remedy="recreate takes an exact id; list them with")
     binding = read_binding(files)

@@ -10,15 +10,8 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from mcp_server.scratch import scratch_dir
-from mcp_server.source.gitsource import (
-    LOCAL_TIMEOUT_S,
-    NETWORK_TIMEOUT_S,
-    REMOTE,
-    ls_tree_entry,
-    parse_ls_remote,
-    remote_config,
-    run_git,
-)
+from mcp_server.source.gitrun import LOCAL_TIMEOUT_S, NETWORK_TIMEOUT_S, run_git
+from mcp_server.source.gitsource import REMOTE, ls_tree_entry, parse_ls_remote, remote_config
 from mcp_server.source.profile import EngineProfile, ProfileSource
 
 HEADS = "refs/heads/"

@@ -5,7 +5,8 @@ Found like the ecosystem's tools find theirs: from a start directory upward, the
 directory holding `automl-setup.toml`, or a `pyproject.toml` with a `[tool.automl-setup]`
 table (a `pyproject.toml` without one is passed over; in one directory the dedicated file
 wins). Its keys: an `engine` table (repository, subdirectory, distribution, requirement),
-`workspace` and `python` (relative paths are relative to the file's directory), and a `skills`
+`workspace` and `python` (relative paths are relative to the file's directory), `store`,
+`stall-timeout` (seconds a git or uv fetch may go without progress), and a `skills`
 table read by `skills check` alone (skills/settings.py; a pyproject table holding only that is
 passed over).
 
@@ -24,6 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from mcp_server.childwatch import DEFAULT_STALL_S
 from mcp_server.errors import InvalidInput
 from mcp_server.source.profile import EngineProfile, ProfileSource, load_profile, tomllib
 
@@ -31,7 +33,7 @@ PROFILE_ENV = "AUTOML_SETUP_PROFILE"
 STORE_ENV = "AUTOML_SETUP_STORE"
 CONFIG_NAME = "automl-setup.toml"
 PYPROJECT_TABLE = "[tool.automl-setup]"
-_KEYS = {"engine", "workspace", "python", "store", "skills"}
+_KEYS = {"engine", "workspace", "python", "store", "stall-timeout", "skills"}
 STEP = "project configuration"
 
 
@@ -44,6 +46,7 @@ class ProjectFile:
     workspace: Path | None
     python: Path | None
     store: Path | None  # the wheel store (environment/wheelstore.py)
+    stall_timeout: float | None  # seconds a network child may go without progress (childwatch)
 
 
 def find_project_file(start: Path) -> ProjectFile | None:
@@ -74,7 +77,10 @@ def _read_toml(path: Path) -> dict[str, Any]:
 
 
 def _settings(path: Path, label: str, table: Any) -> ProjectFile:
-    remedy = f"keep only these keys in {label}: engine (a table), workspace, python, store, skills"
+    remedy = (
+        f"keep only these keys in {label}: engine (a table), workspace, python, store, "
+        "stall-timeout, skills"
+    )
     if not isinstance(table, dict):
         raise InvalidInput(STEP, f"{label} is not a table", remedy)
     unknown = sorted(set(table) - _KEYS)
@@ -92,7 +98,17 @@ def _settings(path: Path, label: str, table: Any) -> ProjectFile:
             raise InvalidInput(STEP, f"{label}: {key} must be a non-empty string", remedy)
         return path.parent / Path(value).expanduser()
 
-    return ProjectFile(label, engine, path_of("workspace"), path_of("python"), path_of("store"))
+    stall = table.get("stall-timeout")
+    if stall is not None and (isinstance(stall, bool) or not isinstance(stall, (int, float))):
+        raise InvalidInput(STEP, f"{label}: stall-timeout must be a number of seconds", remedy)
+    return ProjectFile(
+        label,
+        engine,
+        path_of("workspace"),
+        path_of("python"),
+        path_of("store"),
+        None if stall is None else float(stall),
+    )
 
 
 def effective_profile(
@@ -133,6 +149,7 @@ class EffectiveSettings(BaseModel):
     python: Setting
     workspace: Setting
     store: Setting
+    stall_timeout: Setting
 
 
 def effective_settings(
@@ -159,6 +176,7 @@ def effective_settings(
         ),
         workspace=_setting(project, "workspace", workspace, (None, "not set")),
         store=store_setting(project, environ),
+        stall_timeout=_setting(project, "stall_timeout", None, (f"{DEFAULT_STALL_S:g}", "default")),
     )
 
 
@@ -184,6 +202,14 @@ def store_setting(project: ProjectFile | None, environ: Mapping[str, str] = os.e
         return Setting(value=str(project.store.absolute()), source=project.label)
     cache = Path(environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser()
     return Setting(value=str(cache.absolute() / "automl-setup"), source="default")
+
+
+def project_stall_timeout(start: Path, given: float | None) -> float | None:
+    """`given`, else the project file's stall-timeout, else None (the default bound)."""
+    if given is not None:
+        return given
+    project = find_project_file(start)
+    return project.stall_timeout if project is not None else None
 
 
 def project_path(start: Path, given: str | None, key: str) -> str | None:

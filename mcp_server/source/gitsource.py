@@ -2,18 +2,12 @@
 
 Every user value arrives as a checked value type (`mcp_server.values`) and reaches git only as
 one argv element after `--end-of-options` (or as a config value in a repository we created).
-Git runs as a process with an argv list (no shell), stdin closed, a timeout, and the transport
-allow-list also enforced by git itself through GIT_ALLOW_PROTOCOL.
+Git runs through `gitrun.run_git`: no shell, no terminal, no prompt, bounded in time and stalls.
 """
 
 from __future__ import annotations
 
 import base64
-import contextlib
-import os
-import signal
-import subprocess
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +16,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 from mcp_server.errors import SetupError, shown
 from mcp_server.fsutil import real_path
 from mcp_server.scratch import scratch_dir
+from mcp_server.source.gitrun import LOCAL_TIMEOUT_S, NETWORK_TIMEOUT_S, TransportError, run_git
 from mcp_server.source.profile import confusable_note, tomllib
 from mcp_server.values import (
     SUBDIRECTORY_REMEDY,
@@ -31,100 +26,10 @@ from mcp_server.values import (
     Subdirectory,
 )
 
-NETWORK_TIMEOUT_S = 900.0
+# The steps of resolve's and branches' progress (what git waits on, while it waits).
+RESOLVE_STEPS = ("resolve",)
+BRANCHES_STEPS = ("branches",)
 REMOTE = "automl-setup-source"
-LOCAL_TIMEOUT_S = 120.0
-
-
-# --------------------------------------------------------------------------------------------
-# Running git
-
-
-def git_environment() -> dict[str, str]:
-    """Environment for every git call: transport allow-list, no prompts, no pager."""
-    env = {
-        "GIT_ALLOW_PROTOCOL": "file:https:ssh",
-        "GIT_TERMINAL_PROMPT": "0",
-        "GIT_PAGER": "cat",
-        "GIT_NO_REPLACE_OBJECTS": "1",
-        # Our scratch directories live in the temp dir: never discover a repository above it.
-        "GIT_CEILING_DIRECTORIES": tempfile.gettempdir(),
-    }
-    if "GIT_SSH_COMMAND" not in os.environ:
-        env["GIT_SSH_COMMAND"] = "ssh -o BatchMode=yes"
-    return env
-
-
-def run_git(
-    args: list[str],
-    *,
-    cwd: Path | None = None,
-    step: str,
-    timeout: float,
-    config: dict[str, str] | None = None,
-) -> str:
-    """Run git with an argv list; failures become a SetupError naming the step (redacted).
-
-    `config` reaches git through GIT_CONFIG_KEY_n/VALUE_n: values that may hold credentials
-    (a repository URL) never appear on a command line other users can read."""
-    argv = ["git", "-c", "protocol.ext.allow=never", "-c", "core.hooksPath=/dev/null"]
-    # No background maintenance in throw-away repositories: it only costs time.
-    argv += ["-c", "maintenance.auto=false", "-c", "gc.auto=0", *args]
-    env = git_environment()
-    for index, (key, value) in enumerate((config or {}).items()):
-        env[f"GIT_CONFIG_KEY_{index}"], env[f"GIT_CONFIG_VALUE_{index}"] = key, value
-    env["GIT_CONFIG_COUNT"] = str(len(config or {}))
-    # English messages (_git_cause reads them). git's own session, so that stopping it (a
-    # timeout, our interrupt, which no longer reaches it by itself) stops its helpers (ssh,
-    # remote-https, upload-pack) too, and no orphan keeps our pipes open.
-    full_env = {**os.environ, "LANGUAGE": "C", "LC_ALL": "C", **env}
-    with subprocess.Popen(
-        argv,
-        cwd=cwd,
-        env=full_env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    ) as proc:
-        try:
-            out, err = proc.communicate(timeout=timeout)
-        except BaseException as exc:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-            if not isinstance(exc, subprocess.TimeoutExpired):
-                raise
-            raise SetupError(
-                step,
-                f"git took longer than {timeout:.0f} s and was stopped",
-                f"check the network and the machine's load; the {step} step changed nothing "
-                "in your environment",
-            ) from None
-    if proc.returncode != 0:
-        stderr = err.strip()
-        cause = _git_cause(stderr) or f"git exited with status {proc.returncode}"
-        raise SetupError(step, f"git failed: {cause}", _git_remedy(step, stderr))
-    return out.removesuffix("\n")
-
-
-def _git_cause(stderr: str) -> str:
-    """git's own first `fatal:`/`error:` line (its last lines are generic advice)."""
-    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
-    for line in lines:
-        if line.startswith(("fatal:", "error:")):
-            return line
-    return lines[-1] if lines else ""
-
-
-def _git_remedy(step: str, stderr: str) -> str:
-    lowered = stderr.lower()
-    if "not allowed" in lowered or "transport" in lowered:
-        return "only https, ssh and file repositories are allowed"
-    if any(s in lowered for s in ("could not read", "does not appear", "not found", "unable")):
-        return "check the repository URL and your access to it (git ls-remote <url>)"
-    return f"see the git message above; the {step} step changed nothing in your environment"
 
 
 # --------------------------------------------------------------------------------------------
@@ -256,6 +161,8 @@ def fetch_commit(
             ],
             NETWORK_TIMEOUT_S,
         )
+    except TransportError:
+        raise  # the transport's own cause and remedy: the commit was never asked for
     except SetupError as exc:
         raise SetupError(
             step,

@@ -13,7 +13,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from mcp_server.source.gitsource import LOCAL_TIMEOUT_S, run_git
+from mcp_server.source.gitrun import LOCAL_TIMEOUT_S, run_git
 
 REFERENCE_DISTRIBUTION = "automl-refengine"
 REFERENCE_VERSION = "0.1.0"

@@ -22,11 +22,13 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from mcp_server.childwatch import NO_PROMPT, Stalled, wait_watched
 from mcp_server.errors import SetupError
 from mcp_server.fsutil import open_log
 from mcp_server.procwait import wait_exit
 from mcp_server.redact import redact_text
 from mcp_server.source.profile import EngineProfile, confusable_note
+from mcp_server.source.transport import declared_vcs, dependency_failure, stall_refusal
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -121,6 +123,9 @@ def build_wheel(
     wheels = sorted(out_dir.glob("*.whl"))
     if returncode != 0 or len(wheels) != 1:
         tail = _tail(log_path)
+        cause = f"building the wheel failed (uv build exit {returncode}, backend {backend})"
+        if dependency_failure(log_path.read_text(encoding="utf-8", errors="replace")):
+            raise uv_refusal("build", log_path, cause, "")  # a build requirement from git
         if _network_failure(log_path):
             raise SetupError(
                 "build",
@@ -132,7 +137,7 @@ def build_wheel(
             )
         raise SetupError(
             "build",
-            f"building the wheel failed (uv build exit {returncode}, backend {backend})",
+            cause,
             "the engine source at this commit does not build; pick another commit or branch",
             details=tail,
         )
@@ -168,28 +173,78 @@ def run_logged(
     cwd: Path | None = None,
 ) -> int:
     """Run a tool with stdin closed and all its output appended to `log_path` (never to our
-    stdout, which may be an MCP channel); a timeout is a failed step."""
+    stdout, which may be an MCP channel); a timeout is a failed step. Like git (gitsource),
+    the tool and the git and ssh it starts for a VCS dependency run in a session of their
+    own, without a terminal or an askpass program, and are stopped when they stall."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    env = {**env, **NO_PROMPT, "LANGUAGE": "C", "LC_ALL": "C.UTF-8"}  # git's words, in English
     # Popen and wait_exit rather than subprocess.run(timeout=...): that one notices the exit
     # up to 50 ms late (procwait.py), twice per install.
     with (
         os.fdopen(open_log(log_path), "ab") as log,
         subprocess.Popen(
-            argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=cwd
+            argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+            cwd=cwd, start_new_session=True,
         ) as proc,
-    ):
+    ):  # fmt: skip
         try:
-            return wait_exit(proc, timeout)
-        except BaseException as exc:
-            proc.kill()  # as subprocess.run does, on a timeout or an interrupt alike
-            proc.wait()
-            if not isinstance(exc, subprocess.TimeoutExpired):
-                raise
+            return wait_watched(proc, timeout, step, lambda s: wait_exit(proc, s), proc.wait)
+        except Stalled as exc:
+            # Its whole session was stopped: uv's own git and ssh too (nothing left behind).
+            raise stall_refusal(step, None, exc.stall, details=_tail(log_path, 3)) from None
+        except subprocess.TimeoutExpired:
             raise SetupError(
                 step,
                 f"{Path(argv[0]).name} took longer than {timeout:.0f} s and was stopped",
                 "check the network and the machine's load, then run the install again",
             ) from None
+
+
+UV_TIMEOUT_S = 1800.0
+UV_REMEDY = (
+    "see the uv messages below; fix the cause (network, disk, dependency conflict) and run the "
+    "install again"
+)
+
+
+def run_uv(
+    argv: list[str],
+    log_path: Path,
+    *,
+    step: str,
+    cause: str = "uv exited with status {returncode}",
+    remedy: str = UV_REMEDY,
+    requires_dist: tuple[str, ...] = (),
+    timeout: float = UV_TIMEOUT_S,
+) -> None:
+    """uv (outside any active virtual environment), logged to `log_path`; a failure raises
+    `cause` (with `{returncode}`) and `remedy` with uv's last lines, or names the VCS
+    dependency it could not fetch (uv_refusal)."""
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    returncode = run_logged(argv, log_path, step=step, env=env, timeout=timeout)
+    if returncode != 0:
+        raise uv_refusal(step, log_path, cause.format(returncode=returncode), remedy, requires_dist)
+
+
+def uv_refusal(
+    step: str, log_path: Path, cause: str, remedy: str, requires_dist: tuple[str, ...] = ()
+) -> SetupError:
+    """A failed uv run: a VCS dependency it could not fetch, named (by the URL the engine's
+    `requires_dist` declares, where it does) with the transport's own cause and remedy
+    (transport.py); anything else as `cause` and `remedy`, with uv's last lines."""
+    text = log_path.read_text(encoding="utf-8", errors="replace")
+    found = dependency_failure(text, declared_vcs(requires_dist))
+    if found is None:
+        return SetupError(step, cause, remedy, details=_tail(log_path))
+    named = f"{found.name} ({found.url})" if found.name else found.url
+    said = next((line for line in text.splitlines() if line.startswith("error:")), "")
+    return SetupError(
+        step,
+        f"uv could not fetch the engine's dependency {named}: {found.failure.cause}",
+        f"{found.failure.remedy}; uv runs git with your own git and ssh settings, so what "
+        f"makes `git ls-remote {found.url}` work makes this work",
+        details=[f"git said: {found.failure.reason}", *([f"uv said: {said}"] if said else [])],
+    )
 
 
 def _tail(log_path: Path, lines: int = 12) -> list[str]:

@@ -130,7 +130,7 @@ def test_resolve_sends_the_credential_as_a_header_only(
 ) -> None:
     env, log = argv_log
     result = run_cli("resolve", "--branch", "main", "--repository", https_remote.url, env=env)
-    assert result.code == 1 and "resolve: git failed" in result.stderr, result.output
+    assert result.code == 1 and "rejected the credentials" in result.stderr, result.output
     assert SECRET not in result.output
     _assert_header_not_argv(https_remote, log)
 

@@ -11,7 +11,8 @@ import pytest
 
 from mcp_server.errors import ExitCode, InvalidInput, SetupError
 from mcp_server.source import gitsource
-from mcp_server.source.gitsource import FetchedSource, Resolution, run_git
+from mcp_server.source.gitrun import run_git
+from mcp_server.source.gitsource import FetchedSource, Resolution
 from mcp_server.source.sourcerepo import SourceRepository
 from mcp_server.values import BranchName, CommitId, RepositoryUrl, Subdirectory
 
@@ -269,7 +270,8 @@ def test_unreachable_repository_fails_at_resolve(tmp_path: Path) -> None:
     with pytest.raises(SetupError) as info:
         resolve_branch((tmp_path / "nowhere.git").as_uri(), "main")
     assert info.value.step == "resolve"
-    assert info.value.message.startswith("resolve: git failed:")
+    assert info.value.cause.startswith("no repository at that path on this machine"), info.value
+    assert "does not appear to be a git repository" in info.value.details[0]
 
 
 # --------------------------------------------------------------------------------------------

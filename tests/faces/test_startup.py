@@ -23,7 +23,7 @@ from mcp_server.errors import SetupError
 from mcp_server.faces.mcp.catalog import live_catalog, render
 from mcp_server.faces.mcp.sdk import CATALOG_PATH
 from mcp_server.procwait import wait_exit
-from mcp_server.source.gitsource import run_git
+from mcp_server.source.gitrun import run_git
 from mcp_server.source.sourcerepo import REFERENCE_DISTRIBUTION, SourceRepository
 
 # Runs the command line as `automl-setup ARGS` would, then prints the modules it imported on

@@ -29,6 +29,7 @@ FOUNDATION = {
     "fsutil",
     "persisted",
     "procwait",
+    "childwatch",
     "scratch",
     "values",
     "__init__",

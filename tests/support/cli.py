@@ -33,10 +33,12 @@ def run_cli(
     env: dict[str, str] | None = None,
     timeout: float = 300,
     cwd: Path | None = None,
+    whole_env: bool = False,
 ) -> CliResult:
-    """`automl-setup ARGS` as a real process (the installed console script's module)."""
+    """`automl-setup ARGS` as a real process (the installed console script's module). `env`
+    adds to this process's environment, or with `whole_env` is all of it (a client's own)."""
     # A VIRTUAL_ENV inherited from the developer's shell must not pick the target for a test.
-    full_env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    full_env = {} if whole_env else {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
     full_env.update(env or {})
     proc = subprocess.run(
         [sys.executable, "-m", "mcp_server.faces.cli", *args],

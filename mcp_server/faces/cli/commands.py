@@ -18,8 +18,9 @@ from mcp_server.errors import InvalidInput
 from mcp_server.faces.cli.flags import LazySubParsers, add_flags
 from mcp_server.faces.registry import ALWAYS, COMMON_CODES, ExitCodes, Row, load_named, row
 from mcp_server.faces.registry.fields import build_request
+from mcp_server.redact import carries_secret
 from mcp_server.requests import DEFAULT_BRANCH
-from mcp_server.source.config import effective_profile, project_path
+from mcp_server.source.config import effective_profile, project_path, project_stall_timeout
 from mcp_server.source.profile import EngineProfile
 
 Subparsers = Any  # argparse's _SubParsersAction, private in typeshed
@@ -35,6 +36,21 @@ class Outcome:
 def profile_from_flags(args: argparse.Namespace) -> EngineProfile:
     """The profile of the flags, over AUTOML_SETUP_PROFILE or the working directory's project
     file (source/config.py)."""
+    profile = _profile_from_flags(args)
+    if args.repository is not None and carries_secret(profile.repository.with_credentials):
+        # automl-setup hands it to git as a header, never on a command line; but its own
+        # command line, this one, was readable by every user of the machine while it ran.
+        print(
+            "note: the credential in --repository was visible to other users of this machine "
+            "(ps, /proc/<pid>/cmdline) while this command ran; keep it in a credential helper "
+            "instead (`git config --global credential.helper store`, or `gh auth setup-git`) "
+            "and pass the URL without it",
+            file=sys.stderr,
+        )
+    return profile
+
+
+def _profile_from_flags(args: argparse.Namespace) -> EngineProfile:
     return effective_profile(
         Path.cwd(),
         args.profile,
@@ -50,6 +66,8 @@ def project_defaults(fields: dict[str, Any], *, workspace_needed: bool) -> dict[
     the working directory); a needed workspace that neither names is refused. Every command
     with these flags takes them this way, operation or not."""
     fields = dict(fields)
+    if "stall_timeout" in fields:
+        fields["stall_timeout"] = project_stall_timeout(Path.cwd(), fields["stall_timeout"])
     if "python" in fields:
         fields["python"] = project_path(Path.cwd(), fields["python"], "python")
     if "workspace" in fields and workspace_needed:
@@ -88,10 +106,13 @@ def run_operation(args: argparse.Namespace) -> Outcome:
     exit-code rule)."""
     operation = row(args.operation)
     request = build_request(operation.request, request_fields(args, operation.request))
-    if "progress" in inspect.signature(operation.run).parameters:  # install, launch, resume
-        from mcp_server.faces.cli.progress import CliProgress  # the install's steps: ~0.1 s
+    if "progress" in inspect.signature(operation.run).parameters:  # install, resolve, launch, ...
+        from mcp_server.faces.cli.progress import STEPS, CliProgress  # install steps: ~0.1 s
 
-        progress = CliProgress(enabled=not args.json and not getattr(args, "detach", False))
+        steps = load_named(operation.mcp.steps) if operation.mcp.steps else STEPS
+        progress = CliProgress(
+            enabled=not args.json and not getattr(args, "detach", False), steps=steps
+        )
         try:
             result = operation.run(request, progress)
         finally:

@@ -28,8 +28,11 @@ def heartbeat_interval() -> float:
 class CliProgress:
     """The core's `progress(step, message)` callback for one command; `close()` ends it."""
 
-    def __init__(self, enabled: bool, stream: TextIO | None = None) -> None:
+    def __init__(
+        self, enabled: bool, stream: TextIO | None = None, steps: tuple[str, ...] = STEPS
+    ) -> None:
         self.stream = stream or sys.stderr
+        self.steps = steps
         self.enabled = enabled
         self.terminal = enabled and self.stream.isatty()
         self.every = heartbeat_interval()
@@ -49,7 +52,9 @@ class CliProgress:
                 self.enabled = False
 
     def _where(self, step: str) -> str:
-        return f"{STEPS.index(step) + 1}/{len(STEPS)} " if step in STEPS else ""
+        if step not in self.steps or len(self.steps) < 2:
+            return ""
+        return f"{self.steps.index(step) + 1}/{len(self.steps)} "
 
     def __call__(self, step: str, message: str) -> None:
         if not self.enabled:

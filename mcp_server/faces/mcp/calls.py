@@ -140,9 +140,10 @@ async def call(
     request built and the operation run in a worker thread (progress through `tracker`), its
     reply made from the result, `after(request, result)`'s fields (of model `extra`) and the
     rendered message."""
-    from mcp_server.faces.mcp.inputs import engine_profile
+    from mcp_server.faces.mcp.inputs import engine_profile, project_start
     from mcp_server.faces.registry import row
     from mcp_server.faces.registry.fields import build_request, shapes
+    from mcp_server.source.config import project_stall_timeout
 
     op = row(command)
 
@@ -167,6 +168,10 @@ async def call(
         check_roots(roots, **judged)  # one refusal naming every path outside the roots
         if "profile" in arguments:
             arguments["profile"] = engine_profile(profile, roots)
+        if "stall_timeout" in arguments:  # as the command line: the project file's bound
+            arguments["stall_timeout"] = project_stall_timeout(
+                project_start(roots), arguments["stall_timeout"]
+            )
         request = build_request(op.request, arguments)
         progress = () if tracker is None else (worker_progress(tracker),)
         result = op.run(request, *progress)

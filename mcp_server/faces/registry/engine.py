@@ -3,7 +3,16 @@ history."""
 
 from __future__ import annotations
 
-from mcp_server.faces.registry.row import LOCAL_READ, Flag, Hints, Row, Tool, healthy, own_exit_code
+from mcp_server.faces.registry.row import (
+    LOCAL_READ,
+    STALL_FLAG,
+    Flag,
+    Hints,
+    Row,
+    Tool,
+    healthy,
+    own_exit_code,
+)
 from mcp_server.requests import DEFAULT_BRANCH
 from mcp_server.source.profile import (
     DEFAULT_DISTRIBUTION,
@@ -29,10 +38,11 @@ ROWS: tuple[Row, ...] = (
         "automl-setup resolve --branch dev/my-feature",
         "Resolve a branch to a commit",
         Hints(read_only=True, destructive=False, idempotent=True, open_world=True),
-        flags={"branch": Flag(default=DEFAULT_BRANCH)},
+        flags={"branch": Flag(default=DEFAULT_BRANCH), **STALL_FLAG},
         mcp=Tool(
             "Resolve exactly refs/heads/<branch> of the engine repository to a full commit id (a "
             "tag or a missing branch is an error). Installs nothing; show the user the commit.",
+            steps="mcp_server.source.gitsource:RESOLVE_STEPS",
         ),
     ),
     Row(
@@ -49,9 +59,11 @@ ROWS: tuple[Row, ...] = (
         "automl-setup branches --with-subdirectory",
         "List the engine repository's branches",
         Hints(read_only=True, destructive=False, idempotent=True, open_world=True),
+        flags=STALL_FLAG,
         mcp=Tool(
             "List the branches (refs/heads/*) of the engine repository with their commits, to "
             "offer the user real choices; the user picks one, never you. Installs nothing.",
+            steps="mcp_server.source.gitsource:BRANCHES_STEPS",
         ),
     ),
     Row(
@@ -74,6 +86,7 @@ ROWS: tuple[Row, ...] = (
         # Replaces the installed engine; a branch may have moved since the last call; fetches.
         Hints(read_only=False, destructive=True, idempotent=False, open_world=True),
         flags={
+            **STALL_FLAG,
             "branch": Flag(help=f"branch to resolve and install (default: {DEFAULT_BRANCH})"),
             "expect_commit": Flag(metavar="COMMIT"),
             "extras": Flag(name="--extra", metavar="NAME"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from mcp_server.faces.registry.row import (
     LOCAL_READ,
+    STALL_FLAG,
     ExitCodes,
     Flag,
     Hints,
@@ -254,6 +255,7 @@ ROWS: tuple[Row, ...] = (
         # Into a separate environment only; a second call finds it installed, unchanged; may
         # fetch the bound commit when the store lacks the wheel.
         Hints(read_only=False, destructive=False, idempotent=True, open_world=True),
+        flags=STALL_FLAG,
         mcp=Tool(
             "Install exactly the engine build the experiment is bound to into the separate "
             "environment `python`: from the wheel store (offline) or by rebuilding the bound "
@@ -279,10 +281,12 @@ ROWS: tuple[Row, ...] = (
         # One new pylock.toml (other bytes at the path are refused); uv asks the index for each
         # bound version's files and hashes.
         Hints(read_only=False, destructive=False, idempotent=True, open_world=True),
+        flags=STALL_FLAG,
         mcp=Tool(
             "Write the closure the experiment is bound to as a PEP 751 pylock.toml (the engine by "
             "its stored wheel and sha256, every dependency at its bound version or commit), which "
             "`uv pip sync` installs into a new environment.",
+            steps="mcp_server.experiments.lock:STEPS",
         ),
     ),
 )

@@ -87,6 +87,10 @@ class Flag:
     help: str | None = None  # words of the command line's own (its default, its flag names)
 
 
+# The flag of every operation that reaches a repository or an index (requests.NetworkRequest).
+STALL_FLAG = {"stall_timeout": Flag(metavar="SECONDS")}
+
+
 @dataclass(frozen=True)
 class Tool:
     """The MCP tool's description, and how the tool departs from the request: fields it sets

@@ -40,6 +40,7 @@ def settings_text(settings: EffectiveSettings) -> str:
             f"python:        {settings.python.value or '(none)'}  ({settings.python.source})",
             f"workspace:     {settings.workspace.value or '(none)'}  ({settings.workspace.source})",
             f"wheel store:   {settings.store.value}  ({settings.store.source})",
+            f"stall timeout: {settings.stall_timeout.value} s  ({settings.stall_timeout.source})",
             f"precedence: flags > --profile FILE > ${PROFILE_ENV} > project file > built-in "
             "default",
         ]
