@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args
 
 from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, model_validator
 
+from mcp_server import __version__
 from mcp_server.errors import SetupError
 from mcp_server.fsutil import read_json_lines
 
@@ -41,6 +42,10 @@ class Persisted(BaseModel):
 
 
 M = TypeVar("M", bound=BaseModel)
+
+
+class NewerFormat(SetupError):
+    """A file a newer automl-setup wrote, in a format this one does not read: not damaged."""
 
 
 def describe_error(exc: ValidationError) -> str:
@@ -83,9 +88,50 @@ def load_persisted(
         return parse_persisted(model, data)
     except ValidationError as exc:
         where = f"{path} line {line}" if line is not None else str(path)
+        newer = _newer_format(model, data)
+        if newer is not None:
+            raise NewerFormat(f"read {what}", f"{where} {newer[0]}", newer[1]) from None
         raise SetupError(
             f"read {what}", f"{where} is not a valid {what} ({describe_error(exc)})", remedy
         ) from None
+
+
+def _newer_format(model: type[BaseModel], data: bytes | dict[str, Any]) -> tuple[str, str] | None:
+    """A file in a format newer than this automl-setup reads (a newer automl-setup wrote it):
+    the cause, naming the format and the version that wrote it, and the remedy. Such a file is
+    left as it is: never read as something else, never rewritten in an older format."""
+    field = model.model_fields.get("schema_version")
+    known = [v for v in get_args(field.annotation) if isinstance(v, int)] if field else []
+    try:
+        tree = json.loads(data) if isinstance(data, bytes) else data
+    except ValueError:
+        return None
+    declared = tree.get("schema_version") if isinstance(tree, dict) else None
+    if not known or type(declared) is not int or declared <= max(known):
+        return None
+    writer = _writer(tree)
+    by = f" by automl-setup {writer}" if writer else ""
+    cause = (
+        f"was written in format {declared}{by}, newer than this automl-setup {__version__} "
+        f"reads (format {max(known)}); it was left as it is"
+    )
+    remedy = (
+        "read it with the automl-setup that wrote it, or a newer one "
+        f"(`uv tool install 'automl-setup>={writer}'`)"
+        if writer
+        else "read it with the newer automl-setup that wrote it"
+    )
+    return cause, remedy + "; an older automl-setup never rewrites it in its own format"
+
+
+def _writer(tree: dict[str, Any]) -> str | None:
+    """The automl-setup version a file names as its writer (`tool_version`, at the top or in
+    one of its sections), if it names one."""
+    for node in (tree, *(v for v in tree.values() if isinstance(v, dict))):
+        version = node.get("tool_version")
+        if isinstance(version, str) and version.isprintable() and len(version) <= 40:
+            return version
+    return None
 
 
 def load_persisted_lines(

@@ -10,8 +10,15 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from support.agent_clients import CLIENTS_ENV, REQUIRE_ENV, Clients, client_dir
 from support.cli import REPO_ROOT
-from support.engines import WheelInstall, install_main, make_venv, new_source_repo
+from support.engines import (
+    WheelInstall,
+    checkout_copy,
+    install_main,
+    make_venv,
+    new_source_repo,
+)
 from support.experiments import Experiment, Reaper, make_interrupted, subreaper
 from support.slurm_cluster import SlurmCluster
 from support.trees import env_snapshot, tree_digest
@@ -39,6 +46,9 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 # `--dist loadfile` a worker takes whole files in collection order, so these start first and no
 # long file is left to run alone at the end.
 LONGEST_FIRST = (
+    "test_index.py",
+    "test_plugin_from_git.py",
+    "test_stalls.py",
     "test_resume.py",
     "test_install_from_source.py",
     "test_launch_and_status.py",
@@ -149,7 +159,10 @@ def installed_env(
 def wheel_install(tmp_path_factory: pytest.TempPathFactory) -> WheelInstall:
     root = tmp_path_factory.mktemp("from-wheel")
     uv = uv_binary()
-    build = [uv, "build", "--wheel", "--quiet", "--out-dir", str(root / "dist"), str(REPO_ROOT)]
+    # From a copy: a build rewrites mcp_server/_version.py in the tree it builds, which every
+    # CLI process of the other workers imports from this checkout meanwhile.
+    source = checkout_copy(root / "source")
+    build = [uv, "build", "--wheel", "--quiet", "--out-dir", str(root / "dist"), str(source)]
     subprocess.run(build, check=True, capture_output=True, stdin=subprocess.DEVNULL)
     (wheel,) = (root / "dist").glob("automl_setup-*.whl")
     venv = make_venv(root / "venv")
@@ -223,3 +236,19 @@ def reaper_fixture() -> Iterator[Reaper]:
 def interrupted_fixture(tmp_path: Path, installed_env: Path, reaper: Reaper) -> Experiment:
     """An experiment launched on the `main` build and stopped by SIGTERM after one trial."""
     return make_interrupted(tmp_path, installed_env, reaper)
+
+
+@pytest.fixture
+def clients(tmp_path: Path) -> Clients:
+    """The real agent clients, Claude Code and Codex, with HOME in the test's folder. Skipped,
+    saying why, when they are not installed; failed instead where AUTOML_REQUIRE_AGENT_CLIENTS
+    is set (CI)."""
+    folder = client_dir()
+    if folder is None:
+        why = f"the agent clients are not installed (set {CLIENTS_ENV}; .ci/run installs them)"
+        if os.environ.get(REQUIRE_ENV):
+            pytest.fail(why)
+        pytest.skip(why)
+    home = tmp_path / "home"
+    home.mkdir()
+    return Clients(folder, home)

@@ -36,12 +36,14 @@ from mcp_server.bundle.targets import (
     SKILL_DIRS,
     STEP,
     Format,
+    Launcher,
     Target,
-    default_server_command,
     engine_target,
     missing_command,
     new_bytes,
+    outdated_pin,
     read_current,
+    server_command,
     server_target,
     skill_targets,
 )
@@ -65,7 +67,8 @@ class InitRequest:
     project: Path
     agents: tuple[Agent, ...] = AGENTS
     check: bool = False
-    mcp_command: list[str] | None = None  # None: this installation's automl-setup-mcp
+    mcp_command: list[str] | None = None  # None: the launcher's command
+    launcher: Launcher = "path"  # this installation's automl-setup-mcp, or uvx pinned to it
     engine: dict[str, str] | None = None  # repository, and optionally the other profile fields
 
 
@@ -135,7 +138,7 @@ def _engine(engine: dict[str, str]) -> dict[str, str]:
 def _targets(request: InitRequest, bundle: Bundle, record: InitRecord | None) -> list[Target]:
     """What this run would write, then what the record holds beyond it: removed when it is a
     skill file of a client set up here that the bundle no longer has, else kept as it is."""
-    command = request.mcp_command or (None if request.check else default_server_command())
+    command = request.mcp_command or (None if request.check else server_command(request.launcher))
     targets: list[Target] = []
     for agent in request.agents:
         targets += skill_targets(bundle, agent)
@@ -188,7 +191,7 @@ def _judge_all(
         judged = judge(have, rec, want)
         detail = _detail(judged.state, target)
         if judged.state == State.CURRENT and target.format != "file" and current is not None:
-            why = missing_command(current) if target.is_server else None
+            why = (missing_command(current) or outdated_pin(current)) if target.is_server else None
             if why is not None:
                 judged, detail = Judged(State.STALE), why
         out.append(_Judgement(target, judged.state, judged.adopt, detail, current))
@@ -307,7 +310,9 @@ def run_init(request: InitRequest) -> InitResult:
     bundle = read_bundle()
     record = read_record(request.project)
     if request.check and record is not None and request.agents == AGENTS:
-        request = InitRequest(request.project, tuple(record.agents), True, request.mcp_command)
+        request = InitRequest(
+            request.project, tuple(record.agents), True, request.mcp_command, request.launcher
+        )
     targets = _targets(request, bundle, record)
     judged = _judge_all(request, targets, record)
     refused = [j for j in judged if j.state.refused]

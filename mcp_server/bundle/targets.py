@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from mcp_server import __version__
 from mcp_server.bundle.contents import Bundle
 from mcp_server.bundle.jsonedit import JsonEditError, get_member, set_member
 from mcp_server.bundle.ownership import Agent, entry_digest, file_digest
@@ -78,7 +79,10 @@ def server_target(agent: Agent, command: list[str]) -> Target:
     value = {
         "command": command[0],
         "args": command[1:],
-        "startup_timeout_sec": CODEX_STARTUP_TIMEOUT_S,
+        # uvx may first fetch and install the pinned version: give it the time.
+        "startup_timeout_sec": UVX_STARTUP_TIMEOUT_S
+        if command[0] == "uvx"
+        else CODEX_STARTUP_TIMEOUT_S,
         "tool_timeout_sec": CODEX_TOOL_TIMEOUT_S,
     }
     key = ("mcp_servers", SERVER_NAME)
@@ -94,6 +98,43 @@ def engine_target(project: Path, engine: dict[str, str]) -> Target:
     return Target("pyproject.toml", ("tool", "automl-setup", "engine"), label, "toml", engine)
 
 
+UVX_STARTUP_TIMEOUT_S = 180
+Launcher = Literal["path", "uvx"]
+LAUNCHERS: tuple[Launcher, ...] = ("path", "uvx")
+DISTRIBUTION = "automl-setup"
+
+
+def server_command(launcher: Launcher) -> list[str]:
+    """The server entry's command: this installation's own script by absolute path, or `uvx`
+    pinned to exactly this version (the same on every machine: a team can commit it)."""
+    if launcher == "uvx":
+        return ["uvx", "--from", f"{DISTRIBUTION}=={__version__}", SERVER_SCRIPT]
+    return default_server_command()
+
+
+def uvx_pin(value: Any) -> str | None:
+    """The version a `uvx --from automl-setup==X automl-setup-mcp` entry is pinned to."""
+    if not isinstance(value, dict) or value.get("command") != "uvx":
+        return None
+    args = value.get("args")
+    if not isinstance(args, list) or len(args) < 2 or args[0] != "--from":
+        return None
+    name, sep, version = str(args[1]).partition("==")
+    return version if sep and name == DISTRIBUTION else None
+
+
+def outdated_pin(value: Any) -> str | None:
+    """Why a uvx entry is stale: it starts another version than the running automl-setup."""
+    pinned = uvx_pin(value)
+    if pinned is None or pinned == __version__:
+        return None
+    return (
+        f"it starts automl-setup {pinned} (uvx --from {DISTRIBUTION}=={pinned}), and this is "
+        f"automl-setup {__version__}: `automl-setup init --launcher uvx` pins it to "
+        f"{__version__}"
+    )
+
+
 def default_server_command() -> list[str]:
     """The absolute `automl-setup-mcp` of the installation running init: it works without an
     activated environment, and no other automl-setup on PATH stands in for it."""
@@ -107,6 +148,17 @@ def default_server_command() -> list[str]:
             f"server's command: --mcp-command {found or SERVER_SCRIPT}",
         )
     return [str(script)]
+
+
+def refuse_launcher_and_command(launcher: str | None, command: list[str] | None) -> Launcher:
+    """The launcher asked for (path when none); refused beside an explicit --mcp-command."""
+    if launcher is not None and command is not None:
+        raise InvalidInput(
+            STEP,
+            "--launcher and --mcp-command both name the server's command",
+            "give one of them: --launcher uvx for the pinned uvx command, or --mcp-command CMD",
+        )
+    return "uvx" if launcher == "uvx" else "path"
 
 
 def check_server_command(command: list[str]) -> list[str]:

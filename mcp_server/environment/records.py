@@ -16,7 +16,13 @@ from pydantic import Field, model_validator
 from mcp_server.environment.closure import ClosureMember
 from mcp_server.errors import SetupError
 from mcp_server.fsutil import append_json_line, atomic_write_bytes, read_file
-from mcp_server.persisted import Persisted, format_version, load_persisted, load_persisted_lines
+from mcp_server.persisted import (
+    NewerFormat,
+    Persisted,
+    format_version,
+    load_persisted,
+    load_persisted_lines,
+)
 
 SCHEMA_VERSION = 1
 # The install record's format: 2 added `origin` (and a null `source` for a reviewed wheel), 3
@@ -240,6 +246,8 @@ class RecordStore:
                 f"under {self.transactions}/ (both are kept as they are); to start afresh, "
                 "install into a new environment (--python NEW --create-env)",
             )
+        except NewerFormat:
+            raise  # a newer automl-setup's install: not damaged, and not ours to undo
         except SetupError as exc:
             raise SetupError(
                 exc.step, f"{exc.cause}: the journal is damaged; nothing was changed", exc.remedy

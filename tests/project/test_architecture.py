@@ -30,6 +30,7 @@ FOUNDATION = {
     "persisted",
     "procwait",
     "childwatch",
+    "_version",
     "scratch",
     "values",
     "__init__",

@@ -10,125 +10,23 @@ which installs them into `$AUTOML_AGENT_CLIENTS`)."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
 import pytest
-import yaml
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
-from support.cli import REPO_ROOT, outside_env
+from support.agent_clients import SKILLS, Clients, bundled_descriptions, codex_skills
+from support.cli import outside_env
 from support.engines import WheelInstall, checkout_copy
 from support.projects import user_project
 from support.trees import snapshot
 
 from mcp_server.faces.registry import ROWS
-from mcp_server.source.wheelbuild import uv_binary
 
 pytestmark = pytest.mark.slow
-CLIENTS_ENV, REQUIRE_ENV = "AUTOML_AGENT_CLIENTS", "AUTOML_REQUIRE_AGENT_CLIENTS"
-CLIENT_TIMEOUT_S = 180
-SKILLS = sorted(p.name for p in (REPO_ROOT / "skills").iterdir() if (p / "SKILL.md").is_file())
-# Anything of the developer's that could point a client at a real configuration or account.
-PRIVATE = ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "ANTHROPIC_API_KEY", "OPENAI_API_KEY")
-
-
-def _client_dir() -> Path | None:
-    named = os.environ.get(CLIENTS_ENV)
-    candidates = [Path(named) / "node_modules" / ".bin"] if named else []
-    found = shutil.which("claude")
-    candidates += [Path(found).parent] if found else []
-    for folder in candidates:
-        if (folder / "claude").exists() and (folder / "codex").exists():
-            return folder
-    return None
-
-
-@dataclass(frozen=True)
-class Clients:
-    """The two clients, run with HOME (and XDG folders) in a temporary directory."""
-
-    bin: Path
-    home: Path
-
-    def env(self) -> dict[str, str]:
-        env = {k: v for k, v in outside_env().items() if k not in PRIVATE}
-        # The user's uv cache stays (a plugin's server syncs its venv from it); nothing else.
-        cache = subprocess.run([uv_binary(), "cache", "dir"], capture_output=True, text=True)
-        env.update(
-            HOME=str(self.home),
-            XDG_CONFIG_HOME=str(self.home / ".config"),
-            XDG_DATA_HOME=str(self.home / ".local" / "share"),
-            XDG_STATE_HOME=str(self.home / ".local" / "state"),
-            XDG_CACHE_HOME=str(self.home / ".cache"),
-            UV_CACHE_DIR=cache.stdout.strip(),
-            PATH=os.pathsep.join([str(self.bin), str(Path(uv_binary()).parent), env["PATH"]]),
-        )
-        return env
-
-    def run(self, client: str, *args: str, cwd: Path) -> str:
-        proc = subprocess.run(
-            [str(self.bin / client), *args],
-            capture_output=True, text=True, cwd=cwd, env=self.env(),
-            stdin=subprocess.DEVNULL, timeout=CLIENT_TIMEOUT_S, check=False,
-        )  # fmt: skip
-        assert proc.returncode == 0, f"{client} {' '.join(args)}: {proc.stdout}{proc.stderr}"
-        return proc.stdout
-
-    def approve_claude_project(self, project: Path, servers: list[str]) -> None:
-        """What accepting the trust dialog and the project's servers writes."""
-        state = {
-            "hasCompletedOnboarding": True,
-            "projects": {
-                str(project): {"hasTrustDialogAccepted": True, "enabledMcpjsonServers": servers}
-            },
-        }
-        (self.home / ".claude.json").write_text(json.dumps(state))
-
-    def trust_codex_project(self, project: Path) -> None:
-        (self.home / ".codex").mkdir(exist_ok=True)
-        config = self.home / ".codex" / "config.toml"
-        config.write_text(f'[projects."{project}"]\ntrust_level = "trusted"\n')
-
-
-@pytest.fixture
-def clients(tmp_path: Path) -> Clients:
-    folder = _client_dir()
-    if folder is None:
-        why = f"the agent clients are not installed (set {CLIENTS_ENV}; .ci/run installs them)"
-        if os.environ.get(REQUIRE_ENV):
-            pytest.fail(why)
-        pytest.skip(why)
-    home = tmp_path / "home"
-    home.mkdir()
-    return Clients(folder, home)
-
-
-def bundled_descriptions() -> dict[str, str]:
-    out = {}
-    for name in SKILLS:
-        text = (REPO_ROOT / "skills" / name / "SKILL.md").read_text()
-        out[name] = " ".join(str(yaml.safe_load(text.split("---")[1])["description"]).split())
-    return out
-
-
-def codex_skills(prompt_input: str) -> dict[str, tuple[str, str]]:
-    """name -> (description, file) of every skill `codex debug prompt-input` lists; the short
-    paths' roots (`r1`) expanded."""
-    text = "\n".join(
-        part["text"]
-        for item in json.loads(prompt_input)
-        for part in item.get("content", []) or []
-        if isinstance(part, dict) and "<skills_instructions>" in str(part.get("text", ""))
-    )
-    roots = dict(re.findall(r"- `(r\d+)` = `([^`]+)`", text))
-    listed = re.findall(r"^- ([\w:.-]+): (.*) \(file: (r\d+)/(\S+)\)$", text, re.M)
-    return {name: (desc, f"{roots[r]}/{rel}") for name, desc, r, rel in listed}
 
 
 def test_init_from_the_wheel_is_seen_by_both_clients(

@@ -355,3 +355,50 @@ def test_the_wheel_carries_the_skills_byte_identical(wheel_install: WheelInstall
     ).stdout.split()  # fmt: skip
     assert out[-1] == manifest(REPO_ROOT / "skills")["bundle_sha256"]
     assert " ".join(out[:-1]) == "the automl-setup 0.1.0 package"
+
+
+def test_the_uvx_launcher_pins_this_version_and_check_names_an_older_pin(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--launcher uvx` writes the same entry on every machine, pinned to the version that ran
+    init; a newer automl-setup's `init --check` calls it stale naming both versions and the
+    command that updates it, and that command moves the pin."""
+    from mcp_server import __version__
+    from mcp_server.bundle import targets
+
+    project = user_project(tmp_path / "proj")
+    monkeypatch.setattr(targets, "__version__", "0.0.9")  # an older automl-setup ran init
+    run_init(InitRequest(project=project, launcher="uvx"))
+    pinned = ["--from", "automl-setup==0.0.9", "automl-setup-mcp"]
+    entry = json.loads((project / ".mcp.json").read_text())["mcpServers"]["automl-setup"]
+    assert (entry["command"], entry["args"]) == ("uvx", pinned)
+    codex = get_table((project / ".codex/config.toml").read_text(), ("mcp_servers", "automl-setup"))
+    assert (codex["command"], codex["args"]) == ("uvx", pinned)
+    assert codex["startup_timeout_sec"] >= 120  # uvx may first fetch the pinned version
+    assert run_init(InitRequest(project=project, check=True)).ok
+
+    monkeypatch.setattr(targets, "__version__", __version__)  # this automl-setup
+    before = snapshot(project)
+    stale = run_init(InitRequest(project=project, check=True))
+    assert not stale.ok and snapshot(project) == before
+    details = {i.path: i.detail for i in stale.items if i.state == State.STALE}
+    for path in (".mcp.json", ".codex/config.toml"):
+        assert "it starts automl-setup 0.0.9 (uvx --from automl-setup==0.0.9)" in details[path]
+        assert f"this is automl-setup {__version__}" in details[path]
+        assert "`automl-setup init --launcher uvx`" in details[path]
+    updated = run_init(InitRequest(project=project, launcher="uvx"))
+    assert {i.path for i in updated.items if i.action == "updated"} == {
+        ".mcp.json",
+        ".codex/config.toml",
+    }
+    entry = json.loads((project / ".mcp.json").read_text())["mcpServers"]["automl-setup"]
+    assert entry["args"] == ["--from", f"automl-setup=={__version__}", "automl-setup-mcp"]
+    assert run_init(InitRequest(project=project, check=True)).ok
+
+
+def test_launcher_and_mcp_command_together_are_refused(tmp_path: Path) -> None:
+    project = user_project(tmp_path / "proj")
+    before = snapshot(project)
+    result = run_cli("init", "--project", str(project), "--launcher", "uvx", "--mcp-command", "x")
+    assert result.code == 2 and "--launcher and --mcp-command both name" in result.stderr
+    assert snapshot(project) == before

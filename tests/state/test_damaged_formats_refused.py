@@ -327,11 +327,37 @@ def test_every_damaged_variant_is_refused(name: str, tmp_path: Path) -> None:
             reader(tmp_path / f"v{number}", data)
         except SetupError as exc:
             assert exc.remedy, label
-            assert "not a valid" in exc.cause or "not valid JSON" in exc.cause, (label, exc)
+            newer = label == f"schema_version {sample.model_dump().get('schema_version', 0) + 1}"
+            if newer:  # a newer automl-setup's file: named so, never called damaged
+                assert "newer than this automl-setup" in exc.cause, (label, exc)
+                assert "was written in format" in exc.cause and "left as it is" in exc.cause
+            else:
+                assert "not a valid" in exc.cause or "not valid JSON" in exc.cause, (label, exc)
         else:
             accepted.append(label)
     assert accepted == []
     assert count > 2 * fields  # the generator really produced variants for every field
+
+
+@pytest.mark.parametrize("name", ["install-record", "binding", "init-record"])
+def test_a_newer_format_names_the_version_that_wrote_it_and_stays_as_it_is(
+    name: str, tmp_path: Path
+) -> None:
+    """A file a newer automl-setup wrote (a downgrade reading it) is refused as such: its
+    format, the writer's version (each of these formats names it) and the remedy; never called
+    damaged, never read as something else."""
+    sample, reader = FORMATS[name]
+    tree = sample.model_dump(mode="json")
+    newer = {**tree, "schema_version": tree["schema_version"] + 7}
+    place = newer["install"] if "install" in newer else newer.get("engine", {}).get("install")
+    writer = place or newer
+    writer["tool_version"] = "9.9.9"
+    with pytest.raises(SetupError) as info:
+        reader(tmp_path / "v", json.dumps(newer).encode())
+    cause = info.value.cause
+    assert f"was written in format {tree['schema_version'] + 7} by automl-setup 9.9.9" in cause
+    assert "newer than this automl-setup" in cause and "damaged" not in cause
+    assert "uv tool install 'automl-setup>=9.9.9'" in info.value.remedy
 
 
 def test_torn_last_history_line_is_reported_not_dropped(tmp_path: Path) -> None:
@@ -357,7 +383,7 @@ def test_repair_refuses_every_damaged_journal_and_changes_nothing(installed_env:
         ),
         "extra field": json.dumps({**sample, "unexpected_field": 1}),
         "wrong type": json.dumps({**sample, "backup": "all"}),
-        "unknown version": json.dumps({**sample, "schema_version": 2}),
+        "unknown version": json.dumps({**sample, "schema_version": "2"}),
         "truncated": json.dumps(sample)[:40],
         "path escape in txid": json.dumps({**sample, "txid": "../../.."}),
     }

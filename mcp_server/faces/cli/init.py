@@ -16,7 +16,7 @@ ENGINE_FIELDS = ("repository", "subdirectory", "distribution", "requirement")
 def cmd_init(args: argparse.Namespace) -> Outcome:
     # Imported here: the merges (tomlkit) are for this command only, not every command's start.
     from mcp_server.bundle.init import InitRequest, exit_code, project_dir, run_init
-    from mcp_server.bundle.targets import check_server_command
+    from mcp_server.bundle.targets import check_server_command, refuse_launcher_and_command
     from mcp_server.faces.render.init import init_text
 
     engine = {f: getattr(args, f) for f in ENGINE_FIELDS if getattr(args, f) is not None}
@@ -28,6 +28,7 @@ def cmd_init(args: argparse.Namespace) -> Outcome:
         check=args.check,
         mcp_command=None if args.mcp_command is None else check_server_command(args.mcp_command),
         engine=engine or None,
+        launcher=refuse_launcher_and_command(args.launcher, args.mcp_command),
     )
     result = run_init(request)
     return Outcome(result, init_text(result), exit_code(result))
@@ -45,7 +46,7 @@ def add_commands(sub: Subparsers) -> None:
         "run is refused with the difference, writing nothing). --check writes nothing and exits "
         "1 naming each stale, edited or missing file.",
         example="automl-setup init\nautoml-setup init --project ~/my-training-repo --agent codex"
-        "\nautoml-setup init --check",
+        "\nautoml-setup init --launcher uvx\nautoml-setup init --check",
     )  # fmt: skip
     p.add_argument("--project", type=Path, help="the project folder (default: here)")
     p.add_argument(
@@ -53,6 +54,12 @@ def add_commands(sub: Subparsers) -> None:
         "default: both)",
     )  # fmt: skip
     p.add_argument("--check", action="store_true", help="judge only: 0 current, 1 not")
+    p.add_argument(
+        "--launcher", choices=("path", "uvx"), default=None,
+        help="how the clients start the server: path, this installation's automl-setup-mcp "
+        "by absolute path (default); uvx, `uvx --from automl-setup==<this version> "
+        "automl-setup-mcp`, the same on every machine (a team commits it)",
+    )  # fmt: skip
     group = p.add_argument_group(
         "engine (optional): the project file's engine table, [tool.automl-setup.engine] of "
         "pyproject.toml or [engine] of automl-setup.toml"
