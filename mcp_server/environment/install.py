@@ -29,6 +29,7 @@ from mcp_server.environment.records import (
     SourceIdentity,
 )
 from mcp_server.environment.rollback import recover_interrupted
+from mcp_server.environment.startcheck import start_failure
 from mcp_server.environment.target import TargetEnv, locate, locate_for_change
 from mcp_server.environment.torch_guard import refuse_other_torch
 from mcp_server.environment.transaction import STEPS as STEPS  # re-exported: the faces show them
@@ -345,5 +346,15 @@ def history(python: TargetPath | None) -> tuple[list[HistoryEntry], int | None, 
 
 
 def verify(python: TargetPath | None, profile: EngineProfile, deep: bool = False) -> VerifyReport:
+    """The environment against its record, then, when every recorded file matches, whether the
+    engine starts there at all (an environment whose engine cannot start never reads
+    "verified")."""
     env = locate(python)
-    return verify_environment(env, profile.distribution, deep=deep)
+    report = verify_environment(env, profile.distribution, deep=deep)
+    if report.status != "verified":
+        return report
+    failure = start_failure(env.interpreter, report.distribution)
+    if failure is None:
+        return report
+    note = f"the engine does not start: importing its entry points fails with {failure}"
+    return report.model_copy(update={"status": "cannot-start", "notes": [*report.notes, note]})

@@ -161,7 +161,7 @@ def probe_interpreter(
 ) -> Probe:
     """What `interpreter` itself sees: its paths, platform, the distributions `dists` (None
     when absent), whether `modules` import, and every installed version."""
-    argv = [str(interpreter), "-I", "-c", _PROBE]
+    argv = [str(interpreter), "-I", "-B", "-c", _PROBE]
     argv.append(json.dumps({"dists": dists, "modules": modules or []}))
     try:
         out = run_checked(argv)

@@ -240,7 +240,7 @@ def prefix_of(interpreter: Path) -> Path:
     step = "locate environment"
     remedy = "pass --python pointing at a working Python 3 interpreter or venv"
     try:
-        out = run_checked([str(interpreter), "-I", "-c", "import sys; print(sys.prefix)"])
+        out = run_checked([str(interpreter), "-I", "-B", "-c", "import sys; print(sys.prefix)"])
     except (subprocess.SubprocessError, OSError) as exc:
         raise InvalidInput(
             step,

@@ -40,7 +40,7 @@ from mcp_server.persisted import Persisted
 from mcp_server.source.wheelbuild import record_hash
 
 VerifyStatus = Literal[
-    "verified", "mismatch", "no-engine", "no-record", "in-progress", "interrupted"
+    "verified", "mismatch", "cannot-start", "no-engine", "no-record", "in-progress", "interrupted"
 ]
 
 

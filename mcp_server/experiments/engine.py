@@ -65,8 +65,10 @@ sys.exit(eps[0].load()())
 
 def engine_command(interpreter: Path, distribution: str, cli: str, args: list[str]) -> list[str]:
     """argv that runs console script `cli` of `distribution` with `interpreter` (isolated:
-    no PYTHONPATH, user site or working directory on its import path)."""
-    return [str(interpreter), "-I", "-c", _LAUNCHER, distribution, cli, *args]
+    no PYTHONPATH, user site or working directory on its import path; -B: no bytecode written
+    into the environment, whose files are what verify vouched for: a full disk would leave a
+    truncated .pyc there that every later start trips on)."""
+    return [str(interpreter), "-I", "-B", "-c", _LAUNCHER, distribution, cli, *args]
 
 
 def require_record(env: TargetEnv, step: str) -> InstallRecord:
@@ -88,6 +90,8 @@ def _engine_env(prefix: Path, interpreter: Path) -> dict[str, str]:
     """The engine's environment variables: those of its own venv (trials inherit them)."""
     run_env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     run_env["VIRTUAL_ENV"] = str(prefix)
+    # Its trials run the environment's Python too (without -I): none writes bytecode into it.
+    run_env["PYTHONDONTWRITEBYTECODE"] = "1"
     run_env["PATH"] = f"{interpreter.parent}{os.pathsep}{run_env.get('PATH', '')}"
     return run_env
 
@@ -149,6 +153,21 @@ def engine_plan(
         errors.seek(0)
         text = errors.read(PLAN_OUTPUT_BYTES).decode("utf-8", "replace")
     lines = [line.strip()[:300] for line in text.splitlines() if line.strip()]
+    crashed = engine_crash(code, text)
+    if crashed is not None:
+        raise SetupError(
+            step,
+            f"the engine failed to start or crashed running `{cli} plan` ({crashed}): the "
+            "manifest was not judged; nothing was created, the id is still free",
+            [
+                "check the environment with ",
+                Fix("verify", (("python", str(env.prefix)), ("deep", True))),
+                "; an interrupted install is undone by ",
+                Fix("repair", (("python", str(env.prefix)),)),
+                ", damaged files by installing the recorded commit again",
+            ],
+            details=lines[-PLAN_OUTPUT_LINES:],
+        )
     lines = lines[:PLAN_OUTPUT_LINES] + (["..."] if len(lines) > PLAN_OUTPUT_LINES else [])
     raise SetupError(
         step,
@@ -157,6 +176,18 @@ def engine_plan(
         exit_code=ExitCode.INVALID_INPUT if code == ExitCode.INVALID_INPUT else ExitCode.REFUSED,
         details=lines,
     )
+
+
+def engine_crash(code: int, output: str) -> str | None:
+    """How the engine crashed, when it did rather than answer: killed by a signal, or an
+    uncaught exception (Python's traceback; its last line names the exception). None for an
+    engine that exited with its own error message."""
+    if code < 0:
+        return f"killed by signal {signal.Signals(-code).name}"
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    if "Traceback (most recent call last):" not in lines:
+        return None
+    return lines[-1][:300]
 
 
 def wait_forwarding_signals(
@@ -212,6 +243,12 @@ def engine_json(
     proc, problem = _run_read_only(argv, command)
     if proc is None:
         return None, problem
+    crashed = engine_crash(proc.returncode, proc.stderr)
+    if crashed is not None:
+        return None, (
+            f"the engine crashed running {command} ({crashed}): check the environment with "
+            "`automl-setup verify --deep`"
+        )
     try:
         data = json.loads(proc.stdout)
     except ValueError:

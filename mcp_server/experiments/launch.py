@@ -48,12 +48,14 @@ def _verified_record(env: TargetEnv, step: str) -> tuple[InstallRecord, Probe]:
 
 @contextlib.contextmanager
 def _unbound_removed_on_failure(files: ExperimentFiles) -> Iterator[None]:
-    """Launch made `files.dir` in this call; until the binding exists it holds nothing of
-    value, so a failure before then removes it again and the id stays free."""
+    """Launch made `files.dir` in this call; until an attempt is in its ledger (the engine
+    started, or the job was submitted) it holds nothing of value: a failure before then (the
+    binding's write, or the environment's registry entry after it, on a full disk) removes it
+    again and the id stays free."""
     try:
         yield
     except BaseException:
-        if not files.binding.exists():
+        if not files.attempts.exists():
             shutil.rmtree(files.dir, ignore_errors=True)
         raise
 

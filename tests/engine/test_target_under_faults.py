@@ -244,7 +244,7 @@ def test_a_probe_answer_of_the_wrong_shape_is_refused(tmp_path: Path) -> None:
     # Answers the locate step like Python (it is), the probe (more arguments) with $answer.
     fake.write_text(
         "#!/bin/sh\n"
-        f'if [ "$#" -ge 4 ]; then cat {answer}; exit 0; fi\n'
+        f'if [ "$#" -ge 5 ]; then cat {answer}; exit 0; fi\n'
         f'exec {venv / "bin" / "python"} "$@"\n'
     )
     fake.chmod(0o755)

@@ -125,7 +125,26 @@ def provenance_text(report: ProvenanceReport) -> str:
     if report.diagnosis is not None:
         parts.append(diagnosis_text(report.diagnosis))
     text = "\n\n".join(parts)
+    if report.status == "cannot-start":
+        return text + f"\n  remedy: {cannot_start_remedy(report)}"
     return text + f"\n  remedy: {mismatch_remedy(report)}" if report.status == "mismatch" else text
+
+
+def cannot_start_remedy(report: VerifyReport) -> str:
+    """Every recorded file matches, yet the engine does not import: something verify cannot
+    see (bytecode cut short by a full disk, a changed base interpreter)."""
+    python = shlex.quote(report.environment)
+    reinstall = (
+        f"automl-setup install --commit {report.commit} --python {python}"
+        if report.commit
+        else f"automl-setup install --wheel FILE --sha256 SHA256 --python {python}"
+    )
+    return (
+        "read the exception above; bytecode cut short or stale (a full disk, another writer: "
+        "automl-setup never writes any there) goes with Python's caches, rebuilt at every start: "
+        f"`find {python}/lib -name __pycache__ -prune -exec rm -rf {{}} +`; a damaged install "
+        f"with `{reinstall}` (same engine profile); then verify again"
+    )
 
 
 def binding_text(check: BindingCheck, environment: str) -> str:

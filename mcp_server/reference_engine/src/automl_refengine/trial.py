@@ -21,7 +21,9 @@ from pathlib import Path
 from typing import Literal
 
 # The minimal environment every trial gets; anything else must be named in the manifest.
-BASE_ENV = ("PATH", "HOME", "LANG")
+# PYTHONDONTWRITEBYTECODE: a controller told not to write bytecode into its environment (as
+# automl-setup starts it) keeps its trials, which run that environment's Python, from it too.
+BASE_ENV = ("PATH", "HOME", "LANG", "PYTHONDONTWRITEBYTECODE")
 KILL_GRACE_S = 2.0  # between SIGTERM and SIGKILL to the trial's group
 POLL_S = 0.02
 MAX_METRICS_BYTES = 1_000_000

@@ -1,0 +1,38 @@
+"""Whether the installed engine starts: the entry points of its console scripts imported by the
+environment's own interpreter, isolated and writing nothing (`-I -B`), as every launch would
+import them. A file verify cannot see (bytecode a full disk cut short) can keep an engine whose
+every recorded file matches from starting; this says so, with the exception's last line."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+IMPORT_TIMEOUT_S = 60.0
+
+# Runs in the environment's interpreter (any Python >= 3.8): loads, never calls, each entry point.
+_IMPORT = r"""
+import sys
+from importlib import metadata
+for ep in metadata.distribution(sys.argv[1]).entry_points:
+    if ep.group == "console_scripts":
+        ep.load()
+"""
+
+
+def start_failure(interpreter: Path, distribution: str) -> str | None:
+    """Why the engine's entry points do not import (the exception's last line), or None."""
+    try:
+        done = subprocess.run(
+            [str(interpreter), "-I", "-B", "-c", _IMPORT, distribution],
+            capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=IMPORT_TIMEOUT_S,
+            check=False,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        return f"importing its entry points took longer than {IMPORT_TIMEOUT_S:.0f} s"
+    except OSError as exc:
+        return f"its interpreter cannot run: {exc.strerror}"
+    if done.returncode == 0:
+        return None
+    lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
+    return lines[-1][:300] if lines else f"its interpreter exited with status {done.returncode}"
