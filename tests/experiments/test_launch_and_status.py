@@ -78,9 +78,10 @@ def test_launch_foreground_binds_the_verified_build(
     assert binding["engine"]["build"] == record["build"]
     assert binding["engine"]["cli"] == ENGINE_CLI
     assert binding["manifest_sha256"] == hashlib.sha256(exp.manifest.read_bytes()).hexdigest()
-    # The environment's own interpreter runs the engine's console script (never its shebang).
-    assert binding["argv"][:2] == [str(installed_env / "bin" / "python"), "-I"]
-    assert binding["argv"][4:] == [
+    # The environment's own interpreter runs the engine's console script (never its shebang),
+    # isolated and writing no bytecode into the environment.
+    assert binding["argv"][:3] == [str(installed_env / "bin" / "python"), "-I", "-B"]
+    assert binding["argv"][5:] == [
         REFERENCE_DISTRIBUTION, ENGINE_CLI,
         "run", "--manifest", str(exp.manifest), "--workspace", str(exp.workspace), "--approve",
     ]  # fmt: skip
