@@ -20,7 +20,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from mcp_server.childwatch import Stall
-from mcp_server.errors import SetupError
+from mcp_server.errors import Arg, SetupError
 from mcp_server.redact import redact_text, strip_credentials
 from mcp_server.values import SCP_URL
 
@@ -331,8 +331,11 @@ def stall_refusal(
     return SetupError(
         step,
         f"{host} stopped answering: {stall.describe()}{named}",
-        f"check that {host} is up and reachable (a proxy, VPN or the server itself may hang), "
-        "then try again; a network that is merely that slow needs a longer bound "
-        f"(--stall-timeout, now {stall.bound_s:g} s); nothing was changed by this step",
+        [
+            f"check that {host} is up and reachable (a proxy, VPN or the server itself may "
+            "hang), then try again; a network that is merely that slow needs a longer bound (",
+            Arg("stall_timeout"),
+            f", now {stall.bound_s:g} s); nothing was changed by this step",
+        ],
         details=details,
     )

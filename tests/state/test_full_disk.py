@@ -12,7 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.cli import profile_args, run_cli
+from support.cli import run_cli
+from support.engines import install_main
 from support.experiments import write_manifest
 
 from mcp_server.source.sourcerepo import SourceRepository
@@ -60,11 +61,7 @@ def test_a_launch_refused_on_a_full_disk_leaves_no_bytecode_in_the_environment(
     tmp_path: Path, small_fs: Path, source_repo: SourceRepository
 ) -> None:
     env, workspace = small_fs / "env", small_fs / "runs"
-    installed = run_cli(
-        "install", "--branch", "main", "--python", str(env), "--create-env",
-        *profile_args(source_repo),
-    )  # fmt: skip
-    assert installed.code == 0, installed.output
+    install_main(env, source_repo)
     assert bytecode(env) == []
     manifest = write_manifest(tmp_path / "m.yaml", experiment_id="full-disk", max_trials=2)
     launch = ["launch", "--manifest", str(manifest), "--workspace", str(workspace),
@@ -109,11 +106,7 @@ def test_an_engine_that_cannot_start_is_no_manifest_problem(
     tmp_path: Path, source_repo: SourceRepository
 ) -> None:
     env = tmp_path / "env"
-    installed = run_cli(
-        "install", "--branch", "main", "--python", str(env), "--create-env",
-        *profile_args(source_repo),
-    )  # fmt: skip
-    assert installed.code == 0, installed.output
+    install_main(env, source_repo)
     plant_truncated_bytecode(env)
     manifest = write_manifest(tmp_path / "m.yaml", experiment_id="crash", max_trials=1)
     workspace = tmp_path / "runs"
@@ -137,11 +130,7 @@ def test_verify_says_an_engine_that_cannot_start_and_its_remedy_works(
     no RECORD lists): verify never says "verified" then, names the exception, and the remedy it
     prints gives a verified environment again."""
     env = tmp_path / "env"
-    installed = run_cli(
-        "install", "--branch", "main", "--python", str(env), "--create-env",
-        *profile_args(source_repo),
-    )  # fmt: skip
-    assert installed.code == 0, installed.output
+    install_main(env, source_repo)
     plant_truncated_bytecode(env)
     report = run_cli("verify", "--python", str(env))
     assert report.code == 1, report.output
