@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import json
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -272,6 +273,35 @@ def _apply(project: Path, judgement: _Judgement) -> None:
         raise io_failure("write", path, exc) from None
 
 
+@contextlib.contextmanager
+def _undone_on_failure() -> Iterator[Callable[[Path, Path], None]]:
+    """Yield `before(path, project)`, to be called before each file init writes or removes: a
+    refusal halfway (a full disk, a quota, a read-only remount) puts every such file back as it
+    was and removes the folders made for them, so a refused init leaves the project as it was."""
+    kept: list[tuple[Path, bytes | None, int, list[Path]]] = []
+
+    def before(path: Path, project: Path) -> None:
+        made = [f for f in path.parents if f.is_relative_to(project) and not f.exists()]
+        try:
+            kept.append((path, path.read_bytes(), path.stat().st_mode & 0o7777, made))
+        except FileNotFoundError:
+            kept.append((path, None, 0, made))
+
+    try:
+        yield before
+    except (SetupError, OSError):
+        for path, data, mode, made in reversed(kept):
+            with contextlib.suppress(OSError, SetupError):  # the first failure is the one told
+                if data is None:
+                    path.unlink(missing_ok=True)
+                else:
+                    atomic_write_bytes(path, data)
+                    path.chmod(mode)
+                for folder in made:  # innermost first; only while empty
+                    folder.rmdir()
+        raise
+
+
 def _record(
     request: InitRequest, bundle: Bundle, judged: list[_Judgement], old: InitRecord | None
 ) -> InitRecord:
@@ -320,16 +350,19 @@ def run_init(request: InitRequest) -> InitResult:
         raise _refuse(refused)
     actions: dict[int, Action] = {}
     if not request.check:
-        for n, j in enumerate(judged):
-            if j.target.plan == "keep" or j.state not in _ACTIONS:
-                kept = "kept" if j.target.plan == "keep" else None
-                actions[n] = kept or ("recorded" if j.adopt else "unchanged")
-                continue
-            _apply(request.project, j)
-            actions[n] = _ACTIONS[j.state]
-        new_record = _record(request, bundle, judged, record)
-        if not _same(new_record, record):
-            write_record(request.project, new_record)
+        with _undone_on_failure() as before:
+            for n, j in enumerate(judged):
+                if j.target.plan == "keep" or j.state not in _ACTIONS:
+                    kept = "kept" if j.target.plan == "keep" else None
+                    actions[n] = kept or ("recorded" if j.adopt else "unchanged")
+                    continue
+                before(request.project / j.target.path, request.project)
+                _apply(request.project, j)
+                actions[n] = _ACTIONS[j.state]
+            new_record = _record(request, bundle, judged, record)
+            if not _same(new_record, record):
+                before(request.project / RECORD_PATH, request.project)
+                write_record(request.project, new_record)
     items = [
         InitItem(
             path=j.target.path,

@@ -25,7 +25,7 @@ from mcp_server.environment.target import (
     venv_interpreter,
 )
 from mcp_server.errors import SetupError
-from mcp_server.fsutil import exclusive_lock, locked_directory
+from mcp_server.fsutil import exclusive_lock, locked_directory, storage_cause, storage_remedy
 from mcp_server.source.wheelbuild import uv_binary
 from mcp_server.values import TargetPath
 
@@ -105,7 +105,8 @@ def _cannot_create(path: Path, exc: OSError) -> SetupError:
     return SetupError(
         "create environment",
         f"{path} could not be created ({exc.strerror or exc})",
-        "check that the path is writable and its parent is a directory",
+        storage_remedy(exc.errno, path.parent)
+        or "check that the path is writable and its parent is a directory",
     )
 
 
@@ -139,8 +140,10 @@ def _create_venv(path: Path) -> None:
     try:
         run_checked([*argv, "--", str(path)], env)
     except (subprocess.SubprocessError, OSError) as exc:
+        said = process_failure(exc)
+        storage = storage_cause(said, path)
         raise SetupError(
             "create environment",
-            f"uv venv failed for {path}: {process_failure(exc)[-300:]}",
-            "check the path is writable",
+            f"uv venv failed for {path}: {said[-300:]}",
+            storage_remedy(*storage) if storage else "check the path is writable",
         ) from None

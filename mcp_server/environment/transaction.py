@@ -33,6 +33,7 @@ from mcp_server.environment.memberwheel import (
     set_direct_url,
 )
 from mcp_server.environment.pins import ClosurePolicy, moving_in_closure, refuse_moving
+from mcp_server.environment.precompile import closure_sources, compile_sources
 from mcp_server.environment.probe import Probe
 from mcp_server.environment.records import (
     BuildIdentity,
@@ -62,6 +63,7 @@ from mcp_server.fsutil import (
     new_directory,
     probe_writable,
     state_dir,
+    storage_remedy,
 )
 from mcp_server.source.profile import EngineProfile
 from mcp_server.source.wheelbuild import WheelMetadata, run_uv, uv_binary, uv_version
@@ -130,6 +132,7 @@ class Transaction:
             gepa = after.versions.get(GEPA)
             check_gepa(self.meta.requires_dist, self.extras, gepa, self.env.prefix)
             record = self._make_record(after)
+            self._compile(record, after, progress)
             if self.policy.require_pinned and record.closure:
                 refuse_moving(moving_in_closure(record.closure), " of the dependency closure")
             self.store.store_wheel_record(self.meta.record_text)
@@ -156,6 +159,14 @@ class Transaction:
         log_installed(self.store, record)
         finish_transaction(self.store, journal)
         return record, report
+
+    def _compile(self, record: InstallRecord, after: Probe, progress: Progress) -> None:
+        """Bytecode for the engine and its closure, once, here: nothing writes any at run time
+        (precompile.py)."""
+        names = [self.build.distribution, *(record.closure or {})]
+        sources = closure_sources([after.purelib, after.platlib], names, after.prefix)
+        progress("verify", f"compiling the bytecode of {len(names)} distributions")
+        compile_sources(self.env.interpreter, sources)
 
     def _keep_members(self, record: InstallRecord, after: Probe, progress: Progress) -> None:
         """The closure members no index gives again (VCS commits, URLs) go into the store,
@@ -337,7 +348,8 @@ def _require_writable(directories: list[Path]) -> None:
             raise SetupError(
                 "install",
                 f"{directory} is not writable ({exc.strerror or exc}); nothing was changed",
-                "make it writable (permissions, a read-only mount, `lsattr -d` for the immutable "
-                "attribute), or install into an environment you can write: --python NEW "
-                "--create-env",
+                storage_remedy(exc.errno, directory)
+                or "make it writable (permissions, a read-only mount, `lsattr -d` for the "
+                "immutable attribute), or install into an environment you can write: --python "
+                "NEW --create-env",
             ) from None

@@ -15,6 +15,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from mcp_server.environment.bytecode import bytecode_diffs, remove_command, stray_bytecode
 from mcp_server.environment.cachelinks import restore_commands
 from mcp_server.environment.closure import Closure, dist_info_dir
 from mcp_server.environment.identity import (
@@ -63,9 +64,10 @@ class VerifyReport(Persisted):
     )
     restore_commands: list[str] = Field(
         default_factory=list,
-        description="With deep: the commands, in order, that restore the dependencies whose "
-        "files were edited, in the environment and in uv's cache (a file linked from the cache "
-        "is edited there too).",
+        description="With deep: the commands, in order, that remove the engine's bytecode that "
+        "is not compiled from its source, and restore the dependencies whose files were edited, "
+        "in the environment and in uv's cache (a file linked from the cache is edited there "
+        "too).",
     )
 
     @property
@@ -350,6 +352,11 @@ def verify_environment(
             count, edited = _deep_check(probe, found, diffs)
             checked += count
             restore = restore_commands(edited, env.interpreter, env.prefix)
+    if deep and installed.dist_info:  # bytecode Python would run instead of a checked source
+        rows = parse_record_csv((installed.dist_info / "RECORD").read_text(encoding="utf-8"))
+        stray = stray_bytecode(env.interpreter, installed.dist_info.parent, [r[0] for r in rows])
+        diffs += bytecode_diffs(stray)
+        restore = remove_command(stray) + restore
     return VerifyReport(
         status="mismatch" if diffs else "verified",
         **{**base, "distribution": dist_name},

@@ -47,17 +47,25 @@ def _verified_record(env: TargetEnv, step: str) -> tuple[InstallRecord, Probe]:
 
 
 @contextlib.contextmanager
-def _unbound_removed_on_failure(files: ExperimentFiles) -> Iterator[None]:
-    """Launch made `files.dir` in this call; until an attempt is in its ledger (the engine
-    started, or the job was submitted) it holds nothing of value: a failure before then (the
-    binding's write, or the environment's registry entry after it, on a full disk) removes it
-    again and the id stays free."""
+def _unbound_removed_on_failure(files: ExperimentFiles, made: list[Path]) -> Iterator[None]:
+    """Launch made `files.dir` in this call (and the folders in `made`, innermost first); until
+    an attempt is in its ledger (the engine started, or the job was submitted) it holds nothing
+    of value: a failure before then (the binding's write, or the environment's registry entry
+    after it, on a full disk) removes it again, and each folder made while still empty, so the
+    id stays free and the workspace is as it was."""
     try:
         yield
     except BaseException:
         if not files.attempts.exists():
             shutil.rmtree(files.dir, ignore_errors=True)
+            _remove_while_empty(made)
         raise
+
+
+def _remove_while_empty(folders: list[Path]) -> None:
+    for folder in folders:
+        with contextlib.suppress(OSError):  # not empty: someone else's now
+            folder.rmdir()
 
 
 def run_argv(
@@ -115,6 +123,7 @@ def bind_new_experiment(
         record, probe = _verified_record(env, step)
         cli = engine_script(probe, record)
         engine_plan(env, record.build.distribution, cli, manifest_path, files.workspace)
+        made = [f for f in (files.dir.parent, files.workspace) if not f.exists()]
         try:
             new_directory(files.dir)
         except FileExistsError:
@@ -123,7 +132,10 @@ def bind_new_experiment(
                 f"experiment {experiment_id} was launched concurrently by another process",
                 "check it with `automl-setup status`, or give this experiment another id",
             ) from None
-        with _unbound_removed_on_failure(files), controller_lock(files) as lock_fd:
+        except BaseException:  # a full disk between the folders: none made stays behind
+            _remove_while_empty(made)
+            raise
+        with _unbound_removed_on_failure(files, made), controller_lock(files) as lock_fd:
             argv = run_argv(env, record.build.distribution, cli, manifest_path, files.workspace)
             env_now = environment_info(probe, list(record.environment.dependencies))
             closure = probe.closure(record.build.distribution, list(record.install.extras))

@@ -9,13 +9,16 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from mcp_server.environment.target import TargetEnv
 from mcp_server.environment.transaction import Progress
+from mcp_server.errors import SetupError
 from mcp_server.experiments.attempts import log_attempt, next_attempt
 from mcp_server.experiments.binding import Binding, bound_commit
 from mcp_server.experiments.engine import spawn, wait_forwarding_signals
 from mcp_server.experiments.files import ExperimentFiles
+from mcp_server.experiments.logs import attempt_log
 from mcp_server.experiments.process import process_start
 from mcp_server.experiments.registered import register_experiment
 from mcp_server.experiments.trialprogress import TrialWatch
+from mcp_server.fsutil import storage_cause, storage_remedy
 
 
 class StartedEngine(BaseModel):
@@ -31,6 +34,16 @@ class StartedEngine(BaseModel):
     attempts_path: str = Field(description="The experiment's attempts ledger.")
     engine_commit: str | None = Field(description="Commit of the engine build it runs on.")
     identity_digest: str = Field(description="Identity digest of that build.")
+    engine_said: str | None = Field(
+        None,
+        description="When the engine exited with an error: the last line of its log, its own "
+        "words (secrets masked).",
+    )
+    remedy: str | None = Field(
+        None,
+        description="When that line says the storage is full, over quota or read-only: what "
+        "to do (then resume).",
+    )
 
 
 def start_engine(
@@ -67,6 +80,7 @@ def start_engine(
         )
         exit_code = wait_forwarding_signals(proc, watch.tick if watch else None)
         log_attempt(files, action="exit", outcome="exited", pid=proc.pid, exit_code=exit_code)
+    said, remedy = _last_words(files, attempt) if exit_code else (None, None)
     return StartedEngine(
         experiment_id=files.experiment_id,
         action=action,
@@ -78,4 +92,18 @@ def start_engine(
         attempts_path=str(files.attempts),
         engine_commit=bound_commit(binding),
         identity_digest=binding.engine.identity_digest,
+        engine_said=said,
+        remedy=remedy,
     )
+
+
+def _last_words(files: ExperimentFiles, attempt: int) -> tuple[str | None, str | None]:
+    """The last line of an attempt's log, and the storage's remedy when that is the cause (a
+    disk that filled while the engine ran: it stops as it stops, and says why there)."""
+    try:
+        _path, _size, text = attempt_log(files, attempt)
+    except SetupError:
+        return None, None
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    storage = storage_cause(lines[-1], files.workspace) if lines else None
+    return (lines[-1][:300] if lines else None), storage_remedy(*storage) if storage else None

@@ -53,6 +53,7 @@ from mcp_server.fsutil.statedir import (
     read_file,
     state_dir,
 )
+from mcp_server.fsutil.storage import storage_cause, storage_refusals, storage_remedy
 
 __all__ = [
     "STATE_DIR_NAME",
@@ -78,5 +79,8 @@ __all__ = [
     "real_path",
     "shared_lock",
     "state_dir",
+    "storage_cause",
+    "storage_refusals",
+    "storage_remedy",
     "write_new_at",
 ]

@@ -4,6 +4,7 @@ torn last lines refused, strict reading."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -29,14 +30,27 @@ def append_json_line(path: Path, entry: dict[str, Any]) -> None:
             try:
                 _refuse_torn_tail(fd, path)
                 is_new = os.fstat(fd).st_size == 0
-                os.write(fd, line)
-                os.fsync(fd)
+                _append_whole(fd, line)
             finally:
                 os.close(fd)
             if is_new:  # its name durable too
                 os.fsync(dir_fd)
         except OSError as exc:
             raise io_failure(step, path, exc) from None
+
+
+def _append_whole(fd: int, line: bytes) -> None:
+    """Append `line` whole and fsync it, or leave the file as it was: a full disk or quota can
+    take part of a line (a short write), and that part is cut off again before the OSError."""
+    start = os.fstat(fd).st_size
+    try:
+        if os.write(fd, line) != len(line):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        os.fsync(fd)
+    except OSError:
+        with contextlib.suppress(OSError):  # on a read-only file system nothing was written
+            os.ftruncate(fd, start)
+        raise
 
 
 def _refuse_torn_tail(fd: int, path: Path) -> None:
@@ -125,8 +139,7 @@ def numbered_append(
         def write(entry: dict[str, Any]) -> None:
             line = json.dumps(entry, sort_keys=True, separators=(",", ":")) + "\n"
             try:
-                os.write(fd, line.encode("utf-8"))
-                os.fsync(fd)
+                _append_whole(fd, line.encode("utf-8"))
             except OSError as exc:
                 raise io_failure("append to", path, exc) from None
 

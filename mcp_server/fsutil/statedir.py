@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import IO
 
 from mcp_server.errors import SetupError
+from mcp_server.fsutil.storage import storage_remedy
 
 IO_REMEDY = (
     "check the path: permissions, free disk space, a read-only file system, an immutable "
@@ -26,7 +27,8 @@ def io_failure(step: str, path: Path, exc: OSError) -> SetupError:
     # Opened through a folder's descriptor, the system names the file by its name alone.
     named = exc.filename not in (None, str(path), path.name) and not isinstance(exc.filename, int)
     other = f" ({exc.filename})" if named else ""
-    return SetupError(step, f"cannot {step} {path}{other}: {exc.strerror or exc}", IO_REMEDY)
+    remedy = storage_remedy(exc.errno, path) or IO_REMEDY
+    return SetupError(step, f"cannot {step} {path}{other}: {exc.strerror or exc}", remedy)
 
 
 STATE_DIR_NAME = ".automl-setup"

@@ -24,7 +24,7 @@ from packaging.version import InvalidVersion, Version
 
 from mcp_server.childwatch import NO_PROMPT, Stalled, wait_watched
 from mcp_server.errors import SetupError
-from mcp_server.fsutil import open_log
+from mcp_server.fsutil import open_log, storage_cause, storage_remedy
 from mcp_server.procwait import wait_exit
 from mcp_server.redact import redact_text
 from mcp_server.source.profile import EngineProfile, confusable_note
@@ -235,6 +235,8 @@ def uv_refusal(
     text = log_path.read_text(encoding="utf-8", errors="replace")
     found = dependency_failure(text, declared_vcs(requires_dist))
     if found is None:
+        storage = storage_cause(text, log_path.parent)  # uv names the file it could not write
+        remedy = storage_remedy(*storage) or remedy if storage else remedy
         return SetupError(step, cause, remedy, details=_tail(log_path))
     named = f"{found.name} ({found.url})" if found.name else found.url
     said = next((line for line in text.splitlines() if line.startswith("error:")), "")

@@ -17,9 +17,8 @@ from mcp.shared.uri_template import UriTemplate
 from mcp.types import TextResourceContents
 from support.cli import run_cli
 from support.engines import install_main, make_venv, new_source_repo
-from support.mcp import call_ok, finished, wait_for_state, write_manifest
+from support.mcp import Wire, call_ok, finished, serve, wait_for_state, write_manifest
 from support.trees import tree_digest
-from test_mcp_stdio import Wire, serve
 
 from mcp_server.experiments.logs import LOG_TAIL_BYTES
 from mcp_server.faces.mcp.resources import environment_uri, experiment_uri

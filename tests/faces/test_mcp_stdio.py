@@ -6,18 +6,13 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from mcp import Client, StdioServerParameters
-from mcp.client.stdio import stdio_client
-from mcp.types import jsonrpc_message_adapter
 from support import mcp as mcp_support
+from support.mcp import BIN, Wire, serve
 from support.refengine import holdable, holding
 
 from mcp_server.environment.install import STEPS
@@ -25,45 +20,12 @@ from mcp_server.faces.registry import ROWS
 from mcp_server.source.sourcerepo import SourceRepository
 
 pytestmark = pytest.mark.anyio
-BIN = Path(sys.executable).parent  # the venv's bin: the console scripts live beside python
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-class Wire:
-    """What the server wrote: every stdout line, and its stderr."""
-
-    def __init__(self, root: Path) -> None:
-        self.stdout = root / "server-stdout.jsonl"
-        self.stderr = root / "server-stderr.log"
-
-    def messages(self) -> list[dict[str, Any]]:
-        lines = self.stdout.read_text().splitlines()
-        for line in lines:
-            jsonrpc_message_adapter.validate_json(line)  # raises on anything but JSON-RPC
-        return [json.loads(line) for line in lines]
-
-
-@asynccontextmanager
-async def serve(
-    command: list[str], wire: Wire, mode: str, ask: mcp_support.Answer | None = None
-) -> AsyncIterator[Client]:
-    script = " ".join(f'"{part}"' for part in command) + f' | tee "{wire.stdout}"'
-    # The SDK passes only a minimal environment by default; the builds need this one (index,
-    # certificates), as a real client passes its own. No inherited VIRTUAL_ENV picks a target.
-    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
-    params = StdioServerParameters(
-        command="sh", args=["-c", script], cwd=str(wire.stdout.parent), env=env
-    )
-    with wire.stderr.open("w") as errlog:
-        async with Client(
-            stdio_client(params, errlog=errlog), mode=mode, elicitation_callback=ask
-        ) as client:
-            yield client
 
 
 @pytest.mark.slow

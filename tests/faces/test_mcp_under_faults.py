@@ -16,7 +16,7 @@ import anyio
 import pytest
 from support import mcp as mcp_support
 from support.cli import run_cli
-from test_mcp_stdio import BIN, Wire, serve
+from support.mcp import BIN, Wire, serve
 
 from mcp_server.environment.install import STEPS
 from mcp_server.faces.registry import ROWS

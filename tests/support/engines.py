@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import subprocess
 import sys
@@ -40,6 +41,17 @@ def install_main(env_dir: Path, repo: SourceRepository) -> Path:
     )  # fmt: skip
     assert result.code == 0, result.output
     return env_dir
+
+
+def engine_bytecode(env_dir: Path) -> dict[str, str]:
+    """The sha256 of every bytecode file of the installed reference engine: written by the
+    install, never again (nothing automl-setup starts writes any)."""
+    (site,) = env_dir.glob("lib/python*/site-packages")
+    root = site / "automl_refengine"
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*.pyc"))
+    }
 
 
 def engine_marker(env_dir: Path) -> str:

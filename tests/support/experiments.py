@@ -108,6 +108,10 @@ class Experiment:
     def attempts_path(self) -> Path:
         return self.sidecar / "attempts.jsonl"
 
+    @property
+    def engine_ledger(self) -> Path:
+        return self.engine_dir / "ledger.jsonl"
+
     def attempts(self) -> list[dict[str, Any]]:
         return read_jsonl(self.attempts_path)
 

@@ -2,20 +2,27 @@
 
 from __future__ import annotations
 
+import json
+import os
+import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
 import mcp.types as types
 import yaml
-from mcp import Client
+from mcp import Client, StdioServerParameters
 from mcp.client import ClientRequestContext
+from mcp.client.stdio import stdio_client
+from mcp.types import jsonrpc_message_adapter
 
 from mcp_server.source.sourcerepo import REFERENCE_DISTRIBUTION, SourceRepository
 
 REPO = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent  # the venv's bin: the console scripts live beside python
 EXAMPLE_MANIFEST = REPO / "mcp_server" / "reference_engine" / "examples" / "quadratic.yaml"
 MODES = ["auto", "legacy"]  # auto negotiates 2026-07-28; legacy is today's initialize handshake
 PREFIX = "Error executing tool "
@@ -127,3 +134,35 @@ class Roots:
         return types.ListRootsResult(
             roots=[types.Root(uri=path.as_uri(), name=path.name) for path in self.paths]  # type: ignore[arg-type]
         )
+
+
+class Wire:
+    """What the server wrote: every stdout line, and its stderr."""
+
+    def __init__(self, root: Path) -> None:
+        self.stdout = root / "server-stdout.jsonl"
+        self.stderr = root / "server-stderr.log"
+
+    def messages(self) -> list[dict[str, Any]]:
+        lines = self.stdout.read_text().splitlines()
+        for line in lines:
+            jsonrpc_message_adapter.validate_json(line)  # raises on anything but JSON-RPC
+        return [json.loads(line) for line in lines]
+
+
+@asynccontextmanager
+async def serve(
+    command: list[str], wire: Wire, mode: str, ask: Answer | None = None
+) -> AsyncIterator[Client]:
+    script = " ".join(f'"{part}"' for part in command) + f' | tee "{wire.stdout}"'
+    # The SDK passes only a minimal environment by default; the builds need this one (index,
+    # certificates), as a real client passes its own. No inherited VIRTUAL_ENV picks a target.
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    params = StdioServerParameters(
+        command="sh", args=["-c", script], cwd=str(wire.stdout.parent), env=env
+    )
+    with wire.stderr.open("w") as errlog:
+        async with Client(
+            stdio_client(params, errlog=errlog), mode=mode, elicitation_callback=ask
+        ) as client:
+            yield client

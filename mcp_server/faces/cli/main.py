@@ -17,6 +17,7 @@ from mcp_server.errors import ExitCode, SetupError
 from mcp_server.faces.cli import completion, config, init, slurm
 from mcp_server.faces.cli.commands import Outcome, Parser, Subparsers, add_command, add_operation
 from mcp_server.faces.registry import INTERRUPTED, PIPE_CLOSED, ROWS
+from mcp_server.fsutil import storage_refusals
 from mcp_server.redact import redact_text
 
 # The groups an operation of several words is added under: the `slurm` command, and `slurm
@@ -155,7 +156,8 @@ def _error_payload(exc: SetupError) -> dict[str, Any]:
 
 def _run(args: argparse.Namespace, as_json: bool) -> int:
     try:
-        outcome: Outcome = args.handler(args)
+        with storage_refusals(args.command):  # full or read-only where no state access caught it
+            outcome: Outcome = args.handler(args)
     except SetupError as exc:
         if as_json:
             print(_dump(_error_payload(exc)))

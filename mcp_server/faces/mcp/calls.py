@@ -26,6 +26,7 @@ from mcp_server.faces.mcp.lifecycle import SERVING
 from mcp_server.faces.mcp.progress import HEARTBEAT_S, MonotonicProgress, log, worker_progress
 from mcp_server.faces.mcp.remedies import refusal
 from mcp_server.faces.mcp.roots import STEP, check_roots, first_root
+from mcp_server.fsutil import storage_refusals
 from mcp_server.values import has_control
 
 T = TypeVar("T")
@@ -174,7 +175,8 @@ async def call(
             )
         request = build_request(op.request, arguments)
         progress = () if tracker is None else (worker_progress(tracker),)
-        result = op.run(request, *progress)
+        with storage_refusals(op.command):  # full or read-only where no state access caught it
+            result = op.run(request, *progress)
         added = after(request, result) if after else {}
         fields = {**result.model_dump(), **added, "message": op.render(result)}
         return reply_model(op.result, *((extra,) if extra else ())).model_validate(fields)

@@ -90,8 +90,9 @@ def mismatch_remedy(report: VerifyReport) -> str:
     """Reinstalling the recorded build over a modified one repairs it (install says so); edited
     dependency files are restored with their uv cache entries (`restore_commands`)."""
     if report.restore_commands and all(
-        d.field.startswith("closure.") and ".file " in d.field for d in report.differences
-    ):  # only dependency files: a reinstall of the engine would not touch them
+        d.field.startswith("bytecode ") or (d.field.startswith("closure.") and ".file " in d.field)
+        for d in report.differences
+    ):  # only bytecode and dependency files: a reinstall of the engine would not touch them
         return _restore_remedy(report)
     python = shlex.quote(report.environment)
     if report.commit is None:
@@ -108,12 +109,21 @@ def mismatch_remedy(report: VerifyReport) -> str:
 
 
 def _restore_remedy(report: VerifyReport) -> str:
+    fields = [d.field for d in report.differences]
+    what = []
+    if any(f.startswith("bytecode ") for f in fields):
+        what.append(
+            "remove the engine's bytecode that is not compiled from its source (Python then "
+            "runs the source; automl-setup never writes bytecode there)"
+        )
+    if any(f.startswith("closure.") for f in fields):
+        what.append(
+            "restore the edited dependencies, in the environment and in uv's cache (their "
+            "files are linked from it, so the cache entry holds the same edit), with the "
+            "UV_CACHE_DIR the install ran with"
+        )
     steps = "; then ".join(f"`{command}`" for command in report.restore_commands)
-    return (
-        "restore the edited dependencies, in the environment and in uv's cache (their files "
-        "are linked from it, so the cache entry holds the same edit), with the UV_CACHE_DIR "
-        f"the install ran with: {steps}"
-    )
+    return f"{' and '.join(what)}: {steps}"
 
 
 def provenance_text(report: ProvenanceReport) -> str:
@@ -141,7 +151,8 @@ def cannot_start_remedy(report: VerifyReport) -> str:
     )
     return (
         "read the exception above; bytecode cut short or stale (a full disk, another writer: "
-        "automl-setup never writes any there) goes with Python's caches, rebuilt at every start: "
+        "automl-setup writes it only at install) goes with Python's caches (Python then compiles "
+        "in memory; the next install writes them again): "
         f"`find {python}/lib -name __pycache__ -prune -exec rm -rf {{}} +`; a damaged install "
         f"with `{reinstall}` (same engine profile); then verify again"
     )

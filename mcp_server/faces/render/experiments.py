@@ -55,6 +55,10 @@ def started_text(started: StartedEngine) -> str:
         lines.append(f"  pid {started.pid} (detached); log: {started.log_path}")
     else:
         lines.append(f"  engine exited with code {started.exit_code}; log: {started.log_path}")
+        if started.engine_said:
+            lines.append(f"  engine said: {started.engine_said}")
+        if started.remedy:
+            lines.append(f"  remedy: {started.remedy}")
     lines.append(f"  binding: {started.binding_path}")
     return "\n".join(lines)
 

@@ -13,6 +13,7 @@ partial last line: there it is an append still in progress.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from datetime import datetime, timezone
@@ -159,9 +160,17 @@ class LedgerWriter:
     def append(self, kind: type[E], **fields: Any) -> E:
         event = kind(seq=self.next_seq, time=utc_now(), **fields)
         line = json.dumps(event.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
-        # One write per line: O_APPEND keeps it contiguous, fsync makes it durable.
-        write_all(self._fd, line.encode() + b"\n")
-        os.fsync(self._fd)
+        # One write per line: O_APPEND keeps it contiguous, fsync makes it durable. A full
+        # disk or quota can take part of a line: that part is cut off again, so the ledger
+        # ends after a whole line whenever this raises, and resume finds no torn line.
+        start = os.fstat(self._fd).st_size
+        try:
+            write_all(self._fd, line.encode() + b"\n")
+            os.fsync(self._fd)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, start)
+            raise
         self.next_seq += 1
         return event
 

@@ -1,0 +1,152 @@
+"""Bytecode written once, at install, for the engine and its dependency closure: every engine
+process automl-setup starts runs `-I -B` and writes nothing into the environment (a full disk
+at run time cannot poison it), yet starts from bytecode (bench/bytecode.py: without it a start
+of the reference engine takes twice as long, every plan, run, status and trial).
+
+Not uv's `--compile-bytecode`: that recompiles the whole site-packages on every install (12x a
+plain install of an engine with numpy, scipy, scikit-learn and pandas) and ignores errors,
+and CPython's own writer does not check for a short write (a full disk left a truncated `.pyc`
+renamed into place). Here only the closure's files without up-to-date bytecode are compiled,
+by the environment's own interpreter, each file written whole (a short write is continued, a
+full disk raises) under a temporary name and renamed into place; a failure refuses the install,
+which rolls back."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+
+from mcp_server.environment.closure import dist_info_dir
+from mcp_server.environment.verify import installed_paths
+from mcp_server.errors import SetupError
+from mcp_server.fsutil import storage_remedy
+from mcp_server.fsutil.statedir import IO_REMEDY
+
+COMPILE_TIMEOUT_S = 1800.0
+
+# Runs in the environment's interpreter (any Python >= 3.8), `-I -B`: stdin the sources,
+# stdout {"compiled": N} or {"compiled": N, "error": [errno, strerror, filename]}.
+_COMPILE = r"""
+import json, os, sys
+from importlib.util import MAGIC_NUMBER, cache_from_source
+from importlib._bootstrap_external import _code_to_timestamp_pyc
+def current(pyc, st):
+    try:
+        with open(pyc, "rb") as f:
+            head = f.read(16)
+    except OSError:
+        return False
+    return (head[:4] == MAGIC_NUMBER and head[4:8] == bytes(4)
+            and int.from_bytes(head[8:12], "little") == int(st.st_mtime) & 0xFFFFFFFF
+            and int.from_bytes(head[12:16], "little") == st.st_size & 0xFFFFFFFF)
+done, tmp = 0, None
+try:
+    for source in json.load(sys.stdin):
+        pyc, st = cache_from_source(source), os.stat(source)
+        if current(pyc, st):
+            continue
+        with open(source, "rb") as f:
+            text = f.read()
+        try:
+            code = compile(text, source, "exec", dont_inherit=True)
+        except (SyntaxError, ValueError):
+            continue  # no import of it could succeed either
+        data = memoryview(bytes(_code_to_timestamp_pyc(code, st.st_mtime, st.st_size)))
+        os.makedirs(os.path.dirname(pyc), exist_ok=True)
+        tmp = "%s.%d.tmp" % (pyc, os.getpid())
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            while data:
+                data = data[os.write(fd, data):]
+        finally:
+            os.close(fd)
+        os.replace(tmp, pyc)
+        tmp, done = None, done + 1
+except OSError as exc:
+    if tmp is not None:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+    error = [exc.errno, exc.strerror or str(exc), exc.filename or ""]
+    print(json.dumps({"compiled": done, "error": error}))
+    sys.exit(1)
+print(json.dumps({"compiled": done}))
+"""
+
+
+# A distribution's own test suite (pandas and scipy ship thousands of files) is not imported
+# by an engine: it is left out; Python compiles such a file in memory if it ever is imported.
+TEST_FOLDERS = frozenset({"tests", "test"})
+
+
+def closure_sources(site_folders: list[Path], names: list[str], prefix: Path) -> list[str]:
+    """The `.py` files the RECORDs of `names` list inside the environment, once each, but a
+    test suite's."""
+    found: set[str] = set()
+    for name in names:
+        dist_info = dist_info_dir(site_folders, name)
+        if dist_info is not None:
+            found.update(
+                str(p)
+                for p in installed_paths(dist_info)
+                if p.suffix == ".py" and prefix in p.parents and not TEST_FOLDERS & set(p.parts)
+            )
+    return sorted(found)
+
+
+def compile_sources(interpreter: Path, sources: list[str]) -> int:
+    """Compile `sources` without up-to-date bytecode, split over the machine's cores: how many
+    were compiled. A write that fails is a refusal naming the file and the storage's remedy."""
+    workers = max(1, min(os.cpu_count() or 1, len(sources) // 200 or 1))
+    chunks = [sources[n::workers] for n in range(workers)]
+    procs = []
+    try:
+        for chunk in chunks:  # started together, each reading its list from a file
+            with tempfile.TemporaryFile("w+") as listing:
+                json.dump(chunk, listing)
+                listing.seek(0)
+                procs.append(
+                    subprocess.Popen(
+                        [str(interpreter), "-I", "-B", "-c", _COMPILE],
+                        stdin=listing,
+                        stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE,
+                        text=True,
+                    )
+                )
+        answers = [proc.communicate(timeout=COMPILE_TIMEOUT_S) for proc in procs]
+    except subprocess.TimeoutExpired:
+        raise SetupError(
+            "install",
+            f"compiling the engine's bytecode took longer than {COMPILE_TIMEOUT_S:.0f} s",
+            "check the machine's load and run the install again",
+        ) from None
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    compiled = 0
+    for proc, (out, err) in zip(procs, answers, strict=True):
+        try:
+            answer = json.loads(out.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            last = (err.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
+            raise SetupError(
+                "install",
+                f"compiling the engine's bytecode failed in the environment: {last}",
+                "run the install again; if it fails the same way, report it with this line",
+            ) from None
+        compiled += answer["compiled"]
+        if "error" in answer:
+            code, strerror, filename = answer["error"]
+            raise SetupError(
+                "install",
+                f"cannot write the bytecode {filename}: {strerror}",
+                storage_remedy(code, Path(filename)) or IO_REMEDY,
+            )
+    return compiled
