@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from mcp_server.childwatch import MAX_STALL_S, MIN_STALL_S
 from mcp_server.errors import Arg, InvalidInput
+from mcp_server.selectors import ClosureMemberSpec, HexPrefix, TrackingUri
 from mcp_server.source.profile import EngineProfile
 from mcp_server.values import (
     BranchName,
@@ -198,6 +199,26 @@ class StatusQuery(Request):
 
 class ListQuery(Request):
     workspace: WorkspacePath
+    workspaces: tuple[WorkspacePath, ...] = Field(
+        (),
+        description="Further workspaces (the command line's --workspace given again), listed "
+        "after the first with the same filters; not with a page size or cursor.",
+    )
+    bound_commit: HexPrefix | None = Field(
+        None,
+        description="Only the experiments bound to an engine commit that starts with these hex "
+        "digits (4 to 40).",
+    )
+    identity_digest: HexPrefix | None = Field(
+        None,
+        description="Only the experiments whose bound identity digest starts with these hex "
+        "digits.",
+    )
+    closure_member: ClosureMemberSpec | None = Field(
+        None,
+        description="Only the experiments whose bound closure holds this distribution: NAME, "
+        "or NAME==VERSION.",
+    )
     cursor: PageCursor | None = None
     page_size: int | None = Field(
         None,
@@ -214,7 +235,17 @@ class ListQuery(Request):
                 f"page size {self.page_size} is out of range",
                 f"pass 1 to {MAX_PAGE_SIZE}, or none for every experiment",
             )
+        if self.workspaces and (self.page_size is not None or self.cursor is not None):
+            raise InvalidInput(
+                "validate",
+                "pages are of one workspace: a page size or cursor with more than one workspace",
+                "list the workspaces whole (no --page-size), or page through one at a time",
+            )
         return self
+
+    @property
+    def filtered(self) -> bool:
+        return any((self.bound_commit, self.identity_digest, self.closure_member))
 
 
 class StopRequest(Request):
@@ -288,3 +319,37 @@ class ReportQuery(Request):
         description="Where to write it: a new .html file (default: a content-addressed file "
         "beside the experiment's binding).",
     )
+
+
+MAX_TRACK_INTERVAL_S = 3600.0
+
+
+class TrackRequest(Request):
+    """One experiment written to an MLflow tracking server: a parent run, a nested run per
+    trial, the engine build as tags, the report, binding and lock as artifacts."""
+
+    experiment_id: ExperimentId
+    workspace: WorkspacePath
+    tracking_uri: TrackingUri | None = Field(
+        None,
+        description="The MLflow tracking server, http(s)://HOST[:PORT][/PATH] (default: "
+        "MLFLOW_TRACKING_URI); credentials go in MLflow's own variables, never in it.",
+    )
+    follow: bool = Field(
+        False, description="Keep syncing until the experiment is finished (or stops running)."
+    )
+    interval: float = Field(
+        10.0,
+        description=f"Seconds between syncs with follow (1 to {MAX_TRACK_INTERVAL_S:g}).",
+        json_schema_extra={"ge": 1, "le": MAX_TRACK_INTERVAL_S},
+    )
+
+    @model_validator(mode="after")
+    def _interval_bounded(self) -> TrackRequest:
+        if not 1 <= self.interval <= MAX_TRACK_INTERVAL_S:
+            raise InvalidInput(
+                "validate",
+                f"interval {self.interval:g} s is out of range",
+                f"pass 1 to {MAX_TRACK_INTERVAL_S:g} seconds",
+            )
+        return self

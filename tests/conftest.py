@@ -46,6 +46,7 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 # `--dist loadfile` a worker takes whole files in collection order, so these start first and no
 # long file is left to run alone at the end.
 LONGEST_FIRST = (
+    "test_track.py",
     "test_index.py",
     "test_plugin_from_git.py",
     "test_stalls.py",

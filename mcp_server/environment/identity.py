@@ -56,6 +56,15 @@ def compute_identity_digest(
     return hashlib.sha256(canonical_json(fields)).hexdigest()
 
 
+def closure_digest(closure: Closure | None) -> str | None:
+    """sha256 of the closure's identity alone (every member, version, files, origin): one
+    value to compare closures by, outside automl-setup (a tracker's tag); None when none was
+    recorded."""
+    if closure is None:
+        return None
+    return hashlib.sha256(canonical_json(closure_identity(closure))).hexdigest()
+
+
 def flatten(value: Any, prefix: str = "") -> dict[str, str | None]:
     """Nested dict -> {'a.b': 'str'} for field-level comparisons."""
     if isinstance(value, dict):

@@ -12,7 +12,6 @@ import contextlib
 import os
 import shutil
 import stat
-import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -65,6 +64,7 @@ from mcp_server.fsutil import (
     state_dir,
     storage_remedy,
 )
+from mcp_server.pausepoints import pause_at
 from mcp_server.source.profile import EngineProfile
 from mcp_server.source.wheelbuild import WheelMetadata, run_uv, uv_binary, uv_version
 
@@ -72,24 +72,8 @@ Progress = Callable[[str, str], None]  # (step, message)
 # The steps of an install, in order (here, not in install.py: the CLI's progress names them).
 STEPS = ("resolve", "fetch", "build", "check", "install", "verify", "record")
 
-# Fault injection for the crash tests: with AUTOML_SETUP_PAUSE_AT=<point> the install stops at
-# that point, says so in the file named by AUTOML_SETUP_PAUSE_FILE, and waits to be killed, or
-# with AUTOML_SETUP_PAUSE_SECONDS=<s> only that long and then carries on (a slow install).
+# Where an install can be stopped by the crash tests (pausepoints.py).
 PAUSE_POINTS = ("journal-written", "uv-installed", "direct-url-written", "record-written")
-
-
-def _checkpoint(point: str) -> None:
-    if os.environ.get("AUTOML_SETUP_PAUSE_AT") != point:
-        return
-    marker = os.environ.get("AUTOML_SETUP_PAUSE_FILE")
-    if marker:
-        Path(marker).write_text(point, encoding="utf-8")
-    seconds = os.environ.get("AUTOML_SETUP_PAUSE_SECONDS")
-    if seconds:
-        time.sleep(float(seconds))
-        return
-    while True:
-        time.sleep(3600)
 
 
 class Transaction:
@@ -119,13 +103,13 @@ class Transaction:
         _require_writable(self._directories_written(before))
         journal = self._begin(before)
         try:
-            _checkpoint("journal-written")
+            pause_at("journal-written")
             progress("install", f"uv pip install {wheel.name} into {self.env.prefix}")
             self._uv_install(wheel, before)
-            _checkpoint("uv-installed")
+            pause_at("uv-installed")
             self._write_direct_url(before.purelib / self.meta.dist_info, wheel)
             restore_origins([before.purelib, before.platlib], self.policy.from_store)
-            _checkpoint("direct-url-written")
+            pause_at("direct-url-written")
             progress("verify", "checking direct_url.json, RECORD hashes and the identity digest")
             after = self.env.probe([self.build.distribution])
             check_torch_kept(before, after)
@@ -150,7 +134,7 @@ class Transaction:
             self._keep_members(record, after, progress)
             progress("record", f"writing {self.store.record_path}")
             self.store.write_record(record)
-            _checkpoint("record-written")
+            pause_at("record-written")
         except BaseException as exc:
             told = after_rollback(self.env, self.store, journal, exc)
             if told is exc:

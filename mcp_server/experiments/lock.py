@@ -127,10 +127,33 @@ def _lock(query: LockQuery) -> LockResult:
     files = ExperimentFiles(query.workspace.path, query.experiment_id)
     require_experiment(files, STEP, remedy="lock takes an exact id; list them with")
     binding = read_binding(files)
+    text, lock = bound_lock(binding)
+    data = text.encode("utf-8")
+    target = query.out.path if query.out is not None else files.dir / "pylock.toml"
+    written = _write_new(target, data)
+    vcs = [
+        f"{n}@{m.direct_url.commit_id}"
+        for n, m in (binding.engine.closure or {}).items()
+        if m.direct_url is not None and m.direct_url.kind == "vcs"
+    ]
+    return LockResult(
+        experiment_id=binding.experiment_id,
+        path=str(target),
+        sha256=hashlib.sha256(data).hexdigest(),
+        written=written,
+        packages=len(lock.get("packages", [])),
+        engine_wheel_sha256=binding.engine.build.wheel_sha256,
+        vcs=vcs,
+    )
+
+
+def bound_lock(binding: Binding) -> tuple[str, dict[str, Any]]:
+    """The pylock.toml text of the closure `binding` is bound to, checked member by member
+    against it (`track` uploads it; `lock` writes it), and the lock it parses to."""
     engine = binding.engine
     if engine.closure is None:
         raise _refuse(
-            f"the binding of {query.experiment_id} predates closure recording: it does not say "
+            f"the binding of {binding.experiment_id} predates closure recording: it does not say "
             "which dependencies the engine ran with",
             "only experiments launched since closure recording (binding format 3) can be "
             "locked; this one's engine and direct dependency versions are in its binding "
@@ -155,23 +178,7 @@ def _lock(query: LockQuery) -> LockResult:
             "report this with the details",
             details=problems,
         )
-    data = text.encode("utf-8")
-    target = query.out.path if query.out is not None else files.dir / "pylock.toml"
-    written = _write_new(target, data)
-    vcs = [
-        f"{n}@{m.direct_url.commit_id}"
-        for n, m in engine.closure.items()
-        if m.direct_url is not None and m.direct_url.kind == "vcs"
-    ]
-    return LockResult(
-        experiment_id=binding.experiment_id,
-        path=str(target),
-        sha256=hashlib.sha256(data).hexdigest(),
-        written=written,
-        packages=len(lock.get("packages", [])),
-        engine_wheel_sha256=engine.build.wheel_sha256,
-        vcs=vcs,
-    )
+    return text, lock
 
 
 def _write_new(path: Path, data: bytes) -> bool:

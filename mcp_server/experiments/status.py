@@ -4,6 +4,7 @@ listing of a workspace's experiments."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -17,6 +18,7 @@ from mcp_server.experiments.binding import (
     relocation,
     resume_command,
 )
+from mcp_server.experiments.bound import bound_to
 from mcp_server.experiments.files import (
     SIDECAR,
     ExperimentFiles,
@@ -144,12 +146,23 @@ def _status(read: _Read, known: Known) -> ExperimentStatus:
 class ExperimentListing(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    workspace: str = Field(description="The workspace listed.")
+    workspace: str = Field(description="The (first) workspace listed.")
+    workspaces: list[str] = Field(description="Every workspace listed, in the order asked.")
     experiments: list[ExperimentStatus] = Field(description="The status of each experiment.")
     unreadable: list[str] = Field(
-        default_factory=list, description="Experiments whose files could not be read, and why."
+        default_factory=list,
+        description="Experiments whose files could not be read, and why (with a filter: whose "
+        "binding cannot say whether it matches).",
     )
-    total: int = Field(description="Experiment folders in the workspace, on every page.")
+    filters: dict[str, str] = Field(
+        default_factory=dict,
+        description="The filters asked (bound_commit, identity_digest, closure_member), as "
+        "checked; empty without one.",
+    )
+    total: int = Field(
+        description="Experiments in the workspaces (that match the filters, when given), on "
+        "every page."
+    )
     next_cursor: str | None = Field(
         None,
         description="More follow: pass it as the cursor of the next call for the next page "
@@ -158,15 +171,34 @@ class ExperimentListing(BaseModel):
 
 
 def list_experiments(query: ListQuery) -> ExperimentListing:
-    """Every experiment of the workspace (or one page of them, in id order); one damaged
-    experiment does not hide the others."""
-    where = query.workspace.path
+    """Every experiment of the workspaces (or one page of one workspace's, in id order), only
+    those bound to the build the filters name when they are given; one damaged experiment
+    does not hide the others, and one whose binding cannot say is listed as unreadable."""
+    listings = [_list_one(query, where.path) for where in (query.workspace, *query.workspaces)]
+    return ExperimentListing(
+        workspace=listings[0].workspace,
+        workspaces=[listing.workspace for listing in listings],
+        experiments=[s for listing in listings for s in listing.experiments],
+        unreadable=[u for listing in listings for u in listing.unreadable],
+        filters={
+            name: str(value)
+            for name in ("bound_commit", "identity_digest", "closure_member")
+            if (value := getattr(query, name)) is not None
+        },
+        total=sum(listing.total for listing in listings),
+        next_cursor=listings[0].next_cursor,
+    )
+
+
+def _list_one(query: ListQuery, where: Path) -> ExperimentListing:
     if where.exists() and not where.is_dir():
         raise InvalidInput("list", f"{where} is not a directory", "pass the workspace")
     after = cursor_position(where, query.cursor) if query.cursor else None
-    names = experiment_names(where / SIDECAR)
+    names, undecided = experiment_names(where / SIDECAR), []
+    if query.filtered:
+        names, undecided = bound_to(query, where, names)
     on_page, last = page(names, after, query.page_size)
-    reads: list[_Read | str] = []
+    reads: list[_Read | str] = [] if after else list(undecided)
     for name in on_page:
         try:
             reads.append(_read(ExperimentFiles(where, ExperimentId(name))))
@@ -185,6 +217,7 @@ def list_experiments(query: ListQuery) -> ExperimentListing:
             unreadable.append(f"{read.asked.files.experiment_id}: {exc.message}")
     return ExperimentListing(
         workspace=str(where),
+        workspaces=[str(where)],
         experiments=found,
         unreadable=unreadable,
         total=len(names),

@@ -6,9 +6,7 @@ plots, and headless Chromium really renders it."""
 from __future__ import annotations
 
 import hashlib
-import io
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -22,6 +20,7 @@ import anyio
 import jsonschema
 import pytest
 from mcp import Client
+from support.browser import assert_not_blank, headless_chrome
 from support.cli import run_cli
 from support.mcp import call_ok
 from support.trees import tree_digest
@@ -321,24 +320,9 @@ def test_the_mcp_tool_returns_the_same_report(demo: Demo, made: ReportResult) ->
 
 @pytest.mark.slow
 def test_headless_chromium_renders_the_card_and_the_plots(demo: Demo, tmp_path: Path) -> None:
-    from PIL import Image
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
 
-    browser, driver_path = shutil.which("chromium"), shutil.which("chromedriver")
-    if not (browser and driver_path):
-        missing = "apt-get install chromium chromium-driver (as .ci/run does)"
-        if os.environ.get("AUTOML_REQUIRE_BROWSER"):  # CI: a missing browser fails, never skips
-            pytest.fail(missing)
-        pytest.skip(f"no headless browser here: {missing}")
-    options = webdriver.ChromeOptions()
-    options.binary_location = browser
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1200,2400"):
-        options.add_argument(arg)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(driver_path), options=options)
-    try:
+    with headless_chrome() as driver:
         driver.get(demo.printed_report.as_uri())
         card = driver.find_element(By.ID, "card")
         assert card.is_displayed() and card.size["height"] > 200
@@ -351,10 +335,6 @@ def test_headless_chromium_renders_the_card_and_the_plots(demo: Demo, tmp_path: 
         assert len(rows) == 1 + 8
         png = driver.get_screenshot_as_png()
         errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
-    finally:
-        driver.quit()
     (tmp_path / "report.png").write_bytes(png)
-    image = Image.open(io.BytesIO(png)).convert("RGB")
-    colours = image.getcolors(maxcolors=1 << 20) or []
-    assert image.size[0] >= 1000 and len(colours) > 50, "the page rendered blank"
+    assert_not_blank(png)
     assert errors == []

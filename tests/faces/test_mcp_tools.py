@@ -62,6 +62,7 @@ TOOLS = {
     "store_wheels": (False, True, True, False),
     "recreate_engine": (False, False, True, True),
     "lock_experiment": (False, False, True, True),
+    "track_experiment": (False, False, True, True),
 }
 
 

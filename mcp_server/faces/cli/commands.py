@@ -8,7 +8,7 @@ import argparse
 import inspect
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -18,6 +18,7 @@ from mcp_server.errors import InvalidInput
 from mcp_server.faces.cli.flags import LazySubParsers, add_flags
 from mcp_server.faces.registry import ALWAYS, COMMON_CODES, ExitCodes, Row, load_named, row
 from mcp_server.faces.registry.fields import build_request
+from mcp_server.faces.registry.row import Flag
 from mcp_server.redact import carries_secret
 from mcp_server.requests import DEFAULT_BRANCH
 from mcp_server.source.config import effective_profile, project_path, project_stall_timeout
@@ -82,13 +83,21 @@ def project_defaults(fields: dict[str, Any], *, workspace_needed: bool) -> dict[
     return fields
 
 
-def request_fields(args: argparse.Namespace, model: type[BaseModel]) -> dict[str, Any]:
+def request_fields(
+    args: argparse.Namespace, model: type[BaseModel], flags: Mapping[str, Flag] | None = None
+) -> dict[str, Any]:
     """The request's fields from the flags of the same name (the profile from its group; the
-    python and workspace the project file names when the flag is not given)."""
+    python and workspace the project file names when the flag is not given; a flag given
+    again, the values after its first in the field its `more` names)."""
+    more = {name: flag.more for name, flag in (flags or {}).items() if flag.more}
     fields = {
         name: profile_from_flags(args) if name == "profile" else getattr(args, name)
         for name in model.model_fields
+        if name not in more.values()
     }
+    for name, rest in more.items():
+        given = fields[name] or []
+        fields[name], fields[rest] = (given[0] if given else None), tuple(given[1:])
     needed = "workspace" in fields and (
         model.model_fields["workspace"].is_required() or bool(fields.get("experiment_id"))
     )
@@ -105,7 +114,8 @@ def run_operation(args: argparse.Namespace) -> Outcome:
     """Build the operation's request from the flags, run it, render it (its row's renderer and
     exit-code rule)."""
     operation = row(args.operation)
-    request = build_request(operation.request, request_fields(args, operation.request))
+    fields = request_fields(args, operation.request, operation.flags)
+    request = build_request(operation.request, fields)
     if "progress" in inspect.signature(operation.run).parameters:  # install, resolve, launch, ...
         from mcp_server.faces.cli.progress import STEPS, CliProgress  # install steps: ~0.1 s
 

@@ -84,13 +84,13 @@ def argument(shape: FieldShape, flag: Flag) -> tuple[list[str], dict[str, Any]]:
     if flag.nargs:
         options["nargs"] = flag.nargs
         options["default"] = ()
-    elif shape.repeated:
+    elif shape.repeated or flag.more:
         options["action"] = "append"
         options["default"] = []
     if flag.metavar:
         options["metavar"] = flag.metavar
     default = flag.default if flag.default is not None else shape.default
-    if not shape.repeated and default is not None:
+    if not (shape.repeated or flag.more) and default is not None:
         options["default"] = default
     if (
         shape.required
@@ -122,8 +122,11 @@ def add_fields(
         group = parser.add_mutually_exclusive_group()
         exclusive.update(dict.fromkeys(names, group))
     profile = False
+    gathered = {flag.more for flag in op.flags.values() if flag.more}  # no flag of their own
     for shape in shapes(op.request):
-        if shape.name in op.mcp_only or (only is not None and shape.name not in only):
+        if shape.name in op.mcp_only or shape.name in gathered:
+            continue
+        if only is not None and shape.name not in only:
             continue
         if shape.is_profile:
             profile = True

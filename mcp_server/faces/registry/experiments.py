@@ -1,5 +1,5 @@
-"""The rows of the experiment operations: launch, resume, status, list, stop, logs, report, and
-the wheel store's: store, recreate, lock."""
+"""The rows of the experiment operations: launch, resume, status, list, stop, logs, report,
+track, and the wheel store's: store, recreate, lock."""
 
 from __future__ import annotations
 
@@ -117,23 +117,39 @@ ROWS: tuple[Row, ...] = (
         "mcp_server.experiments.status:ExperimentListing",
         f"{RENDER}.experiments:listing_text",
         "list the experiments of a workspace",
-        "List every experiment of a workspace with its status (as `status` shows it), and "
-        "every experiment folder that cannot be read, with why (exit code 1 when there is one). "
-        "In id order; every one unless --page-size is given, then that many and the "
-        "--cursor of the next page.",
-        "automl-setup list --workspace runs",
+        "List every experiment of a workspace (--workspace again for more) with its status "
+        "(as `status` shows it), and every experiment folder that cannot be read, with why "
+        "(exit code 1 when there is one). In id order; every one unless --page-size is given, "
+        "then that many and the --cursor of the next page. --bound-commit, --identity-digest "
+        "and --closure-member keep only the experiments bound to that build: which "
+        "experiments ran on this engine commit?",
+        "automl-setup list --workspace runs --workspace ../team/runs --bound-commit 4217559e",
         "List experiments",
         LOCAL_READ,
         exit_rule=all_readable,
         aliases=("experiments",),
-        flags={"page_size": Flag(metavar="N"), "cursor": Flag(metavar="CURSOR")},
-        cli_only=frozenset({"page_size"}),
-        why=f"an MCP reply is always one page of {MCP_PAGE_SIZE}; the command line shows every "
-        "experiment unless --page-size is given",
+        flags={
+            "workspace": Flag(
+                more="workspaces",
+                help="Directory that holds the experiments; given again, every one is listed "
+                "(default: the project file's workspace)",
+            ),
+            "page_size": Flag(metavar="N"),
+            "cursor": Flag(metavar="CURSOR"),
+            "bound_commit": Flag(metavar="PREFIX"),
+            "identity_digest": Flag(metavar="PREFIX"),
+            "closure_member": Flag(metavar="NAME[==VERSION]"),
+        },
+        cli_only=frozenset({"page_size", "workspaces"}),
+        why=f"an MCP reply is always one page of {MCP_PAGE_SIZE}, and a page is of one "
+        "workspace: a tool call lists one workspace (call it once for each); the command line "
+        "shows every experiment unless --page-size is given",
         mcp=Tool(
             "The experiments launched by automl-setup in the workspace, with their status, in "
             f"id order, {MCP_PAGE_SIZE} per call: pass next_cursor as cursor for the next page "
-            "(null: the last one); total counts them all.",
+            "(null: the last one); total counts them all. bound_commit, identity_digest and "
+            "closure_member keep only the experiments bound to that build (call once per "
+            "workspace to ask several).",
             fixed={"page_size": MCP_PAGE_SIZE},
         ),
     ),
@@ -287,6 +303,33 @@ ROWS: tuple[Row, ...] = (
             "its stored wheel and sha256, every dependency at its bound version or commit), which "
             "`uv pip sync` installs into a new environment.",
             steps="mcp_server.experiments.lock:STEPS",
+        ),
+    ),
+    Row(
+        "track",
+        "track_experiment",
+        "mcp_server.tracking.track:track_experiment",
+        f"{REQ}:TrackRequest",
+        "mcp_server.tracking.track:TrackResult",
+        f"{RENDER}.experiments:track_text",
+        "write an experiment and its trials to an MLflow tracking server",
+        "Write an experiment to an MLflow tracking server (the `tracking` extra): one run for "
+        "it, one nested run per trial with its params, metrics, status and times, the engine "
+        "build it is bound to as tags on every run (automl.engine.commit, ...), and the "
+        "report, binding and lock as artifacts. Found again by its tags: a second track writes "
+        "only what changed; --follow syncs until the experiment is finished. Credentials come "
+        "from MLflow's own variables (MLFLOW_TRACKING_TOKEN, or _USERNAME and _PASSWORD).",
+        "automl-setup track --experiment-id ID --workspace runs --tracking-uri http://mlflow:5000",
+        "Track an experiment in MLflow",
+        # Runs and artifacts on a server elsewhere; what is already there is only completed.
+        Hints(read_only=False, destructive=False, idempotent=True, open_world=True),
+        flags={"tracking_uri": Flag(metavar="URI"), "interval": Flag(metavar="SECONDS")},
+        mcp=Tool(
+            "Write one experiment to an MLflow tracking server: a parent run, a nested run per "
+            "trial (params, metrics, status, times), the bound engine build as automl.engine.* "
+            "tags on every run, the report, binding and lock as artifacts; idempotent (runs "
+            "found by their tags). With follow, it syncs until the experiment is finished.",
+            steps="mcp_server.tracking.track:STEPS",
         ),
     ),
 )

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
 from mcp_server.errors import InvalidInput
+from mcp_server.selectors import ClosureMemberSpec, HexPrefix, TrackingUri
 from mcp_server.source.profile import EngineProfile
 from mcp_server.values import (
     MAX_BRANCH_LENGTH,
@@ -75,6 +76,9 @@ KINDS: dict[type, Kind] = {
         "Where the next page starts: the next_cursor of the previous page, unchanged.",
         MAX_CURSOR_LENGTH,
     ),
+    HexPrefix: Kind("The start of a commit id or digest: 4 to 64 hex digits.", 64, 4),
+    ClosureMemberSpec: Kind("A distribution of the bound closure: NAME or NAME==VERSION.", 200),
+    TrackingUri: Kind("An MLflow tracking server: http(s)://HOST[:PORT][/PATH].", 500),
 }
 
 

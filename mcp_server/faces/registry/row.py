@@ -85,6 +85,7 @@ class Flag:
     nargs: str | None = None  # "+": `--keep-bound A B`
     default: Any = None  # the command line's own default (resolve: main)
     help: str | None = None  # words of the command line's own (its default, its flag names)
+    more: str | None = None  # given again: the values after the first go to this field
 
 
 # The flag of every operation that reaches a repository or an index (requests.NetworkRequest).

@@ -12,6 +12,7 @@ if TYPE_CHECKING:  # annotations only: a launch renders without importing status
     from mcp_server.experiments.status import ExperimentListing, ExperimentStatus
     from mcp_server.experiments.stop import StopResult
     from mcp_server.experiments.trials import Trial
+    from mcp_server.tracking.track import TrackResult
 
 
 def trials_table(trials: list[Trial]) -> list[str]:
@@ -90,8 +91,19 @@ def status_text(status: ExperimentStatus) -> str:
     return "\n".join(lines)
 
 
+FILTER_WORDS = {
+    "bound_commit": "commit",
+    "identity_digest": "identity digest",
+    "closure_member": "closure member",
+}
+
+
 def listing_text(listing: ExperimentListing) -> str:
-    lines = [status_text(s) for s in listing.experiments]
+    several = len(listing.workspaces) > 1
+    lines = [
+        status_text(s) + (f"\n  workspace: {s.workspace}" if several else "")
+        for s in listing.experiments
+    ]
     lines += [f"unreadable: {problem}" for problem in listing.unreadable]
     if listing.next_cursor:
         shown = len(listing.experiments) + len(listing.unreadable)
@@ -99,4 +111,28 @@ def listing_text(listing: ExperimentListing) -> str:
             f"this page shows {shown} of {listing.total} experiments; the next page: cursor "
             f"{listing.next_cursor}"
         )
-    return "\n".join(lines) or f"no experiments in {listing.workspace}"
+    where = ", ".join(listing.workspaces)
+    if listing.filters:
+        asked = ", ".join(f"{FILTER_WORDS.get(k, k)} {v}" for k, v in listing.filters.items())
+        return "\n".join(lines) or f"no experiment bound to {asked} in {where}"
+    return "\n".join(lines) or f"no experiments in {where}"
+
+
+def track_text(result: TrackResult) -> str:
+    if result.unchanged and result.syncs == 1:
+        head = f"tracked {result.experiment_id}: nothing new to write"
+    else:
+        head = (
+            f"tracked {result.experiment_id}: {result.runs_created} runs created, "
+            f"{result.runs_updated} updated"
+            + (f", {result.syncs} syncs" if result.syncs > 1 else "")
+        )
+    lines = [
+        head,
+        f"  state: {result.state}; {result.trials} trials, each a nested run",
+        f"  run: {result.run_url}",
+    ]
+    if result.artifacts_uploaded:
+        lines.append(f"  uploaded: {', '.join(result.artifacts_uploaded)}")
+    lines += [f"  note: {n}" for n in result.notes]
+    return "\n".join(lines)
