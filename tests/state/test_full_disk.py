@@ -6,6 +6,7 @@ reason otherwise."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 from collections.abc import Iterator
@@ -16,7 +17,7 @@ from support.cli import run_cli
 from support.engines import engine_bytecode, install_main
 from support.experiments import Experiment, Reaper, launch_detached, wait_for, write_manifest
 from support.mounts import fill, tmpfs
-from support.refengine import holding
+from support.refengine import group_alive, holding
 
 from mcp_server.source.sourcerepo import SourceRepository
 
@@ -177,6 +178,18 @@ def test_a_disk_that_fills_while_an_experiment_runs_loses_nothing(
         assert status["state"] == "interrupted" and not status["controller_running"], status
         assert status["trials_done"] == len(exp.finished_trials())  # the ledger, not a snapshot
 
+        # A trial the dead controller had started runs on to its end (the engine's resume
+        # refuses while it does): wait for it, as its refusal says. This process is the
+        # subreaper that inherits it, so it reaps it too (init would, on a real machine).
+        groups = [e["pgid"] for e in exp.engine_events("trial_started") if e["pgid"]]
+
+        def settled() -> bool:
+            with contextlib.suppress(ChildProcessError):
+                while os.waitpid(-1, os.WNOHANG)[0] > 0:
+                    pass
+            return not any(map(group_alive, groups))
+
+        wait_for("the orphaned trials", settled, timeout=120)
         ballast.unlink()
         resumed = exp.cli("resume")
         assert resumed.code == 0, resumed.output
