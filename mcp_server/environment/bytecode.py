@@ -18,16 +18,13 @@ from mcp_server.environment.records import FieldDiff
 CHECK_TIMEOUT_S = 300.0
 RECORDED = "absent, or compiled from its source"
 
-# Runs in the environment's own interpreter (its magic number, cache tag and compiler; any
-# Python >= 3.8), isolated and writing nothing: stdin {"sources": [...], "recorded": [...]},
-# stdout [[pyc, problem], ...].
-_CHECK = r"""
-import json, marshal, os, sys
-from importlib.util import MAGIC_NUMBER, cache_from_source, source_hash
-job = json.load(sys.stdin)
-recorded, found = set(job["recorded"]), []
+# Whether Python would run the bytecode `data` (its first 16 bytes suffice) in place of
+# `source`: importlib's own header checks. A part of the scripts run in an environment's
+# interpreter (any Python >= 3.8), here and in precompile.py.
+LOADED_BY_PYTHON = r"""
+import os
+from importlib.util import MAGIC_NUMBER, source_hash
 def loaded(source, data):
-    # importlib's own checks: only a file that passes them is run instead of the source
     if len(data) < 16 or data[:4] != MAGIC_NUMBER:
         return False
     flags = int.from_bytes(data[4:8], "little")
@@ -39,6 +36,18 @@ def loaded(source, data):
     st = os.stat(source)
     return (int.from_bytes(data[8:12], "little") == int(st.st_mtime) & 0xFFFFFFFF
             and int.from_bytes(data[12:16], "little") == st.st_size & 0xFFFFFFFF)
+"""
+
+# Runs in the environment's own interpreter (its magic number, cache tag and compiler),
+# isolated and writing nothing: stdin {"sources": [...], "recorded": [...]}, stdout
+# [[pyc, problem], ...].
+_CHECK = (
+    LOADED_BY_PYTHON
+    + r"""
+import json, marshal, sys
+from importlib.util import cache_from_source
+job = json.load(sys.stdin)
+recorded, found = set(job["recorded"]), []
 for source in job["sources"]:
     for level in ("", 1, 2):
         pyc = cache_from_source(source, optimization=level)
@@ -65,6 +74,7 @@ for source in job["sources"]:
             found.append([pyc, "not compiled from its source: Python runs it instead"])
 print(json.dumps(found))
 """
+)
 
 
 def stray_bytecode(interpreter: Path, root: Path, record: list[str]) -> list[tuple[str, str]]:

@@ -19,6 +19,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from mcp_server.environment.bytecode import LOADED_BY_PYTHON
 from mcp_server.environment.closure import dist_info_dir
 from mcp_server.environment.verify import installed_paths
 from mcp_server.errors import SetupError
@@ -29,25 +30,25 @@ COMPILE_TIMEOUT_S = 1800.0
 
 # Runs in the environment's interpreter (any Python >= 3.8), `-I -B`: stdin the sources,
 # stdout {"compiled": N} or {"compiled": N, "error": [errno, strerror, filename]}.
-_COMPILE = r"""
-import json, os, sys
-from importlib.util import MAGIC_NUMBER, cache_from_source
+_COMPILE = (
+    LOADED_BY_PYTHON
+    + r"""
+import json, sys
+from importlib.util import cache_from_source
 from importlib._bootstrap_external import _code_to_timestamp_pyc
-def current(pyc, st):
+def current(source, pyc):
     try:
         with open(pyc, "rb") as f:
-            head = f.read(16)
+            return loaded(source, f.read(16))
     except OSError:
         return False
-    return (head[:4] == MAGIC_NUMBER and head[4:8] == bytes(4)
-            and int.from_bytes(head[8:12], "little") == int(st.st_mtime) & 0xFFFFFFFF
-            and int.from_bytes(head[12:16], "little") == st.st_size & 0xFFFFFFFF)
 done, tmp = 0, None
 try:
     for source in json.load(sys.stdin):
-        pyc, st = cache_from_source(source), os.stat(source)
-        if current(pyc, st):
+        pyc = cache_from_source(source)
+        if current(source, pyc):
             continue
+        st = os.stat(source)
         with open(source, "rb") as f:
             text = f.read()
         try:
@@ -76,6 +77,7 @@ except OSError as exc:
     sys.exit(1)
 print(json.dumps({"compiled": done}))
 """
+)
 
 
 # A distribution's own test suite (pandas and scipy ship thousands of files) is not imported

@@ -52,11 +52,13 @@ class Synced:
 def mlflow_experiment(client: Any, name: str) -> str:
     """The id of the MLflow experiment `name` automl-setup made, made now if there is none;
     one made by something else is never written into."""
+    from mlflow.exceptions import MlflowException
+
     found = client.get_experiment_by_name(name)
     if found is None:
         try:
             return str(client.create_experiment(name, tags={MANAGED_BY: "automl-setup"}))
-        except Exception:  # made meanwhile by another sync: judged below like any other
+        except MlflowException:  # made meanwhile by another sync: judged below like any other
             found = client.get_experiment_by_name(name)
             if found is None:
                 raise

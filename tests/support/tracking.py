@@ -10,8 +10,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -20,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.remotes import free_port, stop_process
 
 FOLDER_ENV, REQUIRE_ENV = "AUTOML_MLFLOW", "AUTOML_REQUIRE_MLFLOW"
 ADMIN = ("admin", "Adm1n-Test-Pw-7731")  # the auth app refuses its old default password
@@ -39,13 +38,6 @@ def mlflow_program() -> Path:
             pytest.fail(f"{REQUIRE_ENV}=1 but {reason}", pytrace=False)
         pytest.skip(reason)
     return program
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 class MlflowServer:
@@ -95,13 +87,8 @@ class MlflowServer:
         raise AssertionError(f"mlflow server not up in {START_S:.0f} s: {self.log.read_text()}")
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
+        """The server, its workers and whatever they started (remotes.stop_process)."""
+        stop_process(self.proc)
         self.proc = None
 
     def api(
@@ -114,13 +101,19 @@ class MlflowServer:
             data=None if body is None else json.dumps(body).encode(),
             headers={"Content-Type": "application/json"},
         )  # fmt: skip
+        with urllib.request.urlopen(self._signed(request, user), timeout=30) as answer:
+            data: dict[str, Any] = json.loads(answer.read() or b"{}")
+            return data
+
+    def _signed(
+        self, request: urllib.request.Request, user: tuple[str, str] | None = None
+    ) -> urllib.request.Request:
+        """`request` with Basic auth as `user`, else as admin on an auth server."""
         who = user or (ADMIN if self.auth else None)
         if who:
             token = base64.b64encode(f"{who[0]}:{who[1]}".encode()).decode()
             request.add_header("Authorization", f"Basic {token}")
-        with urllib.request.urlopen(request, timeout=30) as answer:
-            data: dict[str, Any] = json.loads(answer.read() or b"{}")
-            return data
+        return request
 
     def runs(self, experiment_id: str) -> list[dict[str, Any]]:
         body = {"experiment_ids": [experiment_id], "max_results": 1000}
@@ -128,12 +121,8 @@ class MlflowServer:
 
     def artifact(self, run: dict[str, Any], path: str) -> bytes:
         url = f"{self.url}/get-artifact?path={path}&run_uuid={run['info']['run_id']}"
-        request = urllib.request.Request(url)
-        if self.auth:
-            token = base64.b64encode(f"{ADMIN[0]}:{ADMIN[1]}".encode()).decode()
-            request.add_header("Authorization", f"Basic {token}")
-        with urllib.request.urlopen(request, timeout=30) as answer:
-            data: bytes = answer.read()
+        with urllib.request.urlopen(self._signed(urllib.request.Request(url)), timeout=30) as got:
+            data: bytes = got.read()
             return data
 
 
