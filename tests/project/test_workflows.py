@@ -4,6 +4,7 @@ runs them, and they keep the release's least-privilege rules (docs/release.md)."
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import shutil
@@ -446,3 +447,18 @@ def test_dependabot_keeps_the_actions_and_the_uv_lock_current() -> None:
         assert update["directory"] == "/"
         assert update["schedule"] == {"interval": "weekly"}
         assert update["cooldown"]["default-days"] >= 7
+
+
+@pytest.mark.parametrize("damage", ["extra field", "no format version", "short commit"])
+def test_a_checked_list_out_of_its_format_is_refused(tmp_path: Path, damage: str) -> None:
+    listed = json.loads((REPO / ".github" / "pins.json").read_text(encoding="utf-8"))
+    if damage == "extra field":
+        listed["pins"][0]["trusted"] = True
+    elif damage == "no format version":
+        del listed["format_version"]
+    else:
+        listed["pins"][0]["commit"] = listed["pins"][0]["commit"][:12]
+    path = tmp_path / "pins.json"
+    path.write_text(json.dumps(listed), encoding="utf-8")
+    with pytest.raises(check_pins.PinError, match="not a readable checked list"):
+        check_pins.load_list(path)
