@@ -128,6 +128,13 @@ def test_uv_tool_install_from_the_index_gives_the_versioned_cli_and_its_demo_run
     demo = run_checked([script, "demo", "--workdir", str(workdir)], env=env, cwd=tmp_path)
     assert "DEMO OK" in demo.stdout and "DEMO FAILED" not in demo.stdout
     assert "refused, as it must be" in demo.stdout
+    # What the demo recorded names the exact build that recorded it: version and commit.
+    records = list(workdir.rglob(".automl-setup/engine-record.json"))
+    bindings = list(workdir.rglob("binding.json"))
+    assert len(records) == 2 and bindings, (records, bindings)
+    made_by = {json.loads(r.read_text())["install"]["tool_version"] for r in records}
+    made_by |= {json.loads(b.read_text())["tool_version"] for b in bindings}
+    assert made_by == {release_dists.build}
 
 
 def _wheel_record(wheel: Path) -> list[str]:
