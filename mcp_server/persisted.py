@@ -13,9 +13,10 @@ import json
 from pathlib import Path
 from typing import Any, TypeVar, get_args
 
+from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, model_validator
 
-from mcp_server import __version__
+from mcp_server import __build__
 from mcp_server.errors import SetupError
 from mcp_server.fsutil import read_json_lines
 
@@ -112,12 +113,13 @@ def _newer_format(model: type[BaseModel], data: bytes | dict[str, Any]) -> tuple
     writer = _writer(tree)
     by = f" by automl-setup {writer}" if writer else ""
     cause = (
-        f"was written in format {declared}{by}, newer than this automl-setup {__version__} "
+        f"was written in format {declared}{by}, newer than this automl-setup {__build__} "
         f"reads (format {max(known)}); it was left as it is"
     )
     remedy = (
         "read it with the automl-setup that wrote it, or a newer one "
-        f"(`uv tool install 'automl-setup>={writer}'`)"
+        # A build's commit label (`+g<commit>`) cannot stand in a `>=`.
+        f"(`uv tool install 'automl-setup>={Version(writer).public}'`)"
         if writer
         else "read it with the newer automl-setup that wrote it"
     )
@@ -126,11 +128,14 @@ def _newer_format(model: type[BaseModel], data: bytes | dict[str, Any]) -> tuple
 
 def _writer(tree: dict[str, Any]) -> str | None:
     """The automl-setup version a file names as its writer (`tool_version`, at the top or in
-    one of its sections), if it names one."""
+    one of its sections), if it names one as a version."""
     for node in (tree, *(v for v in tree.values() if isinstance(v, dict))):
         version = node.get("tool_version")
-        if isinstance(version, str) and version.isprintable() and len(version) <= 40:
-            return version
+        if isinstance(version, str) and len(version) <= 100:
+            try:  # normalised: no stray whitespace or other text reaches the message
+                return str(Version(version))
+            except InvalidVersion:
+                continue
     return None
 
 

@@ -65,7 +65,10 @@ class InstallInfo(_Record):
     environment: str = Field(description="sys.prefix of the target interpreter.")
     installer: str
     installer_version: str
-    tool_version: str = Field(description="automl-setup version that made the record.")
+    tool_version: str = Field(
+        description="The automl-setup build that made the record: its version, with the commit "
+        "it was built from as a local label where known (`0.2.0.dev0+g<commit>`)."
+    )
     extras: list[str] = Field(default_factory=list)
     transaction: str = Field(description="Id of the install transaction that wrote the record.")
     time: str = Field(description="UTC time of the install, ISO 8601.")

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mcp_server import __version__
+from mcp_server import __build__
 from mcp_server.environment.cachelinks import LINK_MODE, own_copies
 from mcp_server.environment.gepa_pin import GEPA, check_gepa
 from mcp_server.environment.identity import (
@@ -305,7 +305,7 @@ class Transaction:
             environment=str(self.env.prefix),
             installer="uv",
             installer_version=uv_version(),
-            tool_version=__version__,
+            tool_version=__build__,
             extras=self.extras,
             transaction=self.txid,
             time=utc_now(),

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Literal, TypeVar
 
-from mcp_server import __version__
+from mcp_server import __build__
 from mcp_server.environment.identity import compute_identity_digest, environment_info
 from mcp_server.environment.probe import Probe
 from mcp_server.environment.records import InstallRecord, RecordStore, utc_now
@@ -161,7 +161,7 @@ def bind_new_experiment(
                 argv=argv,
                 host=socket.gethostname(),
                 time=utc_now(),
-                tool_version=__version__,
+                tool_version=__build__,
             )
             exclusive_create(files.binding, binding.model_dump_json(indent=2).encode() + b"\n")
             return then(files, env, binding, lock_fd)

@@ -10,12 +10,12 @@ import json
 from collections.abc import Iterable
 from html import escape
 
-from mcp_server import __version__
+from mcp_server import __build__
 from mcp_server.experiments.trials import Trial
 from mcp_server.report.content import ExperimentReport, ProvenanceCard
 from mcp_server.report.plots import history_svg, scatter_svg
 
-GENERATOR = f"automl-setup {__version__} report"
+GENERATOR = f"automl-setup {__build__} report"
 _CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 _CSS = """
 body { font-family: "DejaVu Sans", Arial, sans-serif; margin: 2em auto; max-width: 1100px;

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from mcp_server import __version__
+from mcp_server import __build__
 from mcp_server.environment.identity import closure_digest
 from mcp_server.experiments.binding import Binding
 from mcp_server.experiments.trials import Trial
@@ -45,7 +45,7 @@ def build_tags(binding: Binding, workspace: str) -> dict[str, str]:
         "automl.engine.wheel_sha256": engine.build.wheel_sha256,
         "automl.engine.identity_digest": engine.identity_digest,
         "automl.engine.closure_digest": closure_digest(engine.closure) or "",
-        "automl.setup_version": __version__,
+        "automl.setup_version": __build__,
         "automl.experiment_id": binding.experiment_id,
         "automl.workspace": workspace,
         MANAGED_BY: "automl-setup",

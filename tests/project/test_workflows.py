@@ -200,8 +200,7 @@ def test_release_builds_once_checks_and_publishes_by_trusted_publishing() -> Non
         "SOURCE_DATE_EPOCH",
         "twine check --strict dist/*",
         "check-wheel-contents dist/*.whl",
-        "CHANGELOG.md",
-        "pyproject.toml",
+        'python .ci/release_check.py --tag "$TAG"',
     ):
         assert needed in scripts, needed
     assert publish["needs"] == "build"

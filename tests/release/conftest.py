@@ -17,6 +17,7 @@ from support.release import (
     ReleaseDists,
     build_dists,
     commit_epoch,
+    commit_tree,
     copy_checkout,
     plant_litter,
     project_version,
@@ -27,15 +28,17 @@ REQUIRE_ENV = "AUTOML_REQUIRE_INDEX"
 
 @pytest.fixture(scope="session")
 def release_dists(tmp_path_factory: pytest.TempPathFactory) -> ReleaseDists:
-    """This checkout's sdist and wheel, built once per session from a copy of it that also
-    holds a developer's litter (a .venv, bytecode, caches), at HEAD's commit time."""
+    """This checkout's sdist and wheel, built once per session from a copy of it committed to
+    a git repository of its own (a clean clone of the release's commit) that also holds a
+    developer's litter (a .venv, bytecode, caches; untracked), at HEAD's commit time."""
     root = tmp_path_factory.mktemp("release")
     version = project_version()
     tree = copy_checkout(root / "checkout", version)
+    commit = commit_tree(tree)
     plant_litter(tree)
     epoch = commit_epoch()
     sdist, wheel = build_dists(tree, root / "dist", epoch)
-    return ReleaseDists(tree, sdist, wheel, version, epoch)
+    return ReleaseDists(tree, sdist, wheel, version, epoch, f"{version}+g{commit}")
 
 
 def require_index() -> None:

@@ -18,17 +18,22 @@ from pathlib import Path
 from packaging.version import Version
 from support.cli import REPO_ROOT
 from support.release import (
-    CHANGE_TYPES,
     DISTRIBUTION,
     LITTER,
     VERSIONED_MANIFESTS,
     ReleaseDists,
     build_dists,
-    changelog_problems,
+    commit_tree,
     copy_checkout,
+    cut_release,
     project_version,
+    release_check,
+    run_checked,
     wheel_from_sdist,
 )
+
+from mcp_server.source.profile import tomllib
+from mcp_server.source.wheelbuild import uv_binary
 
 # Never in an sdist: a venv, bytecode, the tools' caches, git's folder.
 LITTER_PARTS = {".venv", "__pycache__", ".pytest_cache", ".ruff_cache", ".git"}
@@ -130,6 +135,24 @@ def test_the_sdist_holds_what_the_wheel_is_built_from_and_no_litter(
     assert [m for m in members if LITTER_PARTS & set(m.split("/")) or m.endswith(".pyc")] == []
 
 
+def test_the_sdist_takes_only_the_top_level_entries_it_names(
+    release_dists: ReleaseDists,
+) -> None:
+    """pyproject's sdist include patterns are anchored (`/docs`, not `docs`): the sdist holds
+    the entries they name at the top and nothing else, never a same-named file or folder deeper
+    down (the skills mirrors, bench/README.md), which an unanchored pattern also takes."""
+    pyproject = tomllib.loads((release_dists.tree / "pyproject.toml").read_text())
+    include = pyproject["tool"]["hatch"]["build"]["targets"]["sdist"]["include"]
+    assert [p for p in include if not p.startswith("/")] == []
+    # Hatch adds the metadata and pyproject.toml to every sdist, and .gitignore in a git tree.
+    named = {p.lstrip("/") for p in include} | {"PKG-INFO", "pyproject.toml", ".gitignore"}
+    members = _sdist_members(release_dists.sdist, release_dists.version)
+    assert sorted(m for m in members if m.split("/")[0] not in named) == []
+    deeper = [".claude/skills/automl-setup/SKILL.md", "bench/README.md"]
+    assert all((release_dists.tree / rel).is_file() for rel in deeper)
+    assert set(deeper) & members == set()
+
+
 def _tar_file(sdist: Path, version: str, name: str) -> bytes:
     with tarfile.open(sdist) as archive:
         member = archive.extractfile(f"automl_setup-{version}/{name}")
@@ -165,6 +188,69 @@ def test_the_wheel_carries_the_pyproject_version(release_dists: ReleaseDists) ->
     assert "automl-setup-mcp = mcp_server.faces.mcp.server:main" in scripts
 
 
+def _build_names(wheel: Path) -> tuple[str, str | None, str]:
+    """(__version__, __commit__, __build__) of the mcp_server/_version.py in `wheel`."""
+    with zipfile.ZipFile(wheel) as archive:
+        source = archive.read("mcp_server/_version.py").decode()
+    namespace: dict[str, object] = {}
+    exec(compile(source, "_version.py", "exec"), namespace)  # the build's own lines
+    commit = namespace["__commit__"]
+    assert commit is None or isinstance(commit, str)
+    return str(namespace["__version__"]), commit, str(namespace["__build__"])
+
+
+def test_a_build_names_the_commit_it_was_made_from_and_the_sdist_keeps_it(
+    release_dists: ReleaseDists, tmp_path: Path
+) -> None:
+    """Built from a git checkout (conftest.py commits the copy), the wheel names the version
+    and the commit (`+g<commit>`, PEP 440's local label) for `--version`, serverInfo and the
+    records; the sdist carries the same, and the wheel built from it (no git there) too."""
+    version = release_dists.version
+    commit = release_dists.build.removeprefix(f"{version}+g")
+    assert len(commit) == 40 and Version(release_dists.build).local == f"g{commit}"
+    assert _build_names(release_dists.wheel) == (version, commit, release_dists.build)
+    rebuilt = wheel_from_sdist(release_dists.sdist, tmp_path / "from-sdist", release_dists.epoch)
+    assert _build_names(rebuilt) == (version, commit, release_dists.build)
+
+
+def test_a_build_with_uncommitted_changes_says_so_and_one_without_git_names_no_commit(
+    tmp_path: Path,
+) -> None:
+    """A tracked file changed after the commit: `.dirty` after the commit (that commit is not
+    all of the build). A tree that is no git work tree (a copy inside no repository, or inside
+    another one) names no commit: never a commit it was not built from."""
+    version = project_version()
+    tree = copy_checkout(tmp_path / "tree", version)
+    commit = commit_tree(tree)
+    (tree / "mcp_server" / "values.py").write_text(
+        (tree / "mcp_server" / "values.py").read_text() + "\n# a local change\n"
+    )
+    _, dirty = build_dists(tree, tmp_path / "dirty", 1_700_000_000)
+    assert _build_names(dirty) == (version, commit, f"{version}+g{commit}.dirty")
+    inner = copy_checkout(tree / "vendored" / "copy", version)  # inside `tree`'s repository
+    _, plain = build_dists(inner, tmp_path / "plain", 1_700_000_000)
+    assert _build_names(plain) == (version, None, version)
+
+
+def test_an_editable_install_names_no_commit(tmp_path: Path) -> None:
+    """An editable install runs the work tree, which moves on after the install: it names the
+    version alone, never the commit it happened to be installed at."""
+    version = project_version()
+    tree = copy_checkout(tmp_path / "tree", version)
+    commit_tree(tree)
+    venv = tmp_path / "venv"
+    run_checked([uv_binary(), "venv", "-q", "--python", sys.executable, str(venv)])
+    run_checked(
+        [uv_binary(), "pip", "install", "-q", "--no-deps", "--python", str(venv / "bin" / "python"),
+         "-e", str(tree)]
+    )  # fmt: skip
+    names = run_checked(
+        [str(venv / "bin" / "python"), "-c",
+         "import mcp_server as m; print(m.__version__, m.__commit__, m.__build__)"]
+    )  # fmt: skip
+    assert names.stdout.split() == [version, "None", version]
+
+
 def test_a_checkout_raised_to_the_next_version_builds_that_version(tmp_path: Path) -> None:
     """The version is written once: a copy of the checkout with pyproject's version (and the
     plugin manifests') raised builds a wheel and sdist of that version, _version.py included."""
@@ -184,28 +270,47 @@ def test_a_checkout_raised_to_the_next_version_builds_that_version(tmp_path: Pat
 # --- the changelog ----------------------------------------------------------------------------
 
 
-def test_the_changelog_has_an_entry_for_the_version_and_keeps_the_format() -> None:
+def test_the_changelog_keeps_the_format_and_agrees_with_the_version() -> None:
     """CHANGELOG.md is Keep a Changelog 1.1.0 (an Unreleased section first, releases newest
-    first with ISO dates, link references) and has a dated entry for pyproject's version."""
+    first with ISO dates, link references), and pyproject's version is what it says a build of
+    this tree is (the release check, .ci/release_check.py, finds nothing)."""
     text = (REPO_ROOT / "CHANGELOG.md").read_text()
-    assert changelog_problems(text, project_version()) == []
+    assert release_check.version_problems(text, project_version()) == []
+
+
+def test_a_build_with_unreleased_changes_carries_a_dev_version() -> None:
+    """Between releases the version is the next one with .devN: while [Unreleased] lists
+    changes, a build of this tree is never named as a release (issue 43, done when)."""
+    text = (REPO_ROOT / "CHANGELOG.md").read_text()
+    version = Version(project_version())
+    released = [v for v, _day in release_check.released_versions(text)[0]]
+    if release_check.unreleased_changes(text):
+        assert version.is_devrelease, version
+        assert version > max(released), (version, released)
+    else:
+        assert version in released, (version, released)
 
 
 def test_the_changelog_check_fails_without_an_entry_or_with_a_bad_date() -> None:
     """The check above can fail: a version with no entry, a date that is not ISO, a release
     above Unreleased and an unknown change type are each named."""
     text = (REPO_ROOT / "CHANGELOG.md").read_text()
-    version = project_version()
-    assert changelog_problems(text, "99.0.0") == [
+    assert release_check.version_problems(cut_release(text, "98.0.0", "2099-01-01"), "99.0.0") == [
         "no '## [99.0.0] - YYYY-MM-DD' entry for version 99.0.0"
     ]
-    heading = next(line for line in text.splitlines() if line.startswith(f"## [{version}] - "))
-    day = heading.rsplit(" ", 1)[1]
+    version, day = next(
+        (str(v), d.isoformat()) for v, d in release_check.released_versions(text)[0]
+    )
+    heading = f"## [{version}] - {day}"
     y, m, d = day.split("-")
     broken = text.replace(heading, heading.replace(day, f"{d}.{m}.{y}"))
-    assert any("has no ISO date" in p for p in changelog_problems(broken, version))
+    assert any("has no ISO date" in p for p in release_check.version_problems(broken, version))
     swapped = text.replace("## [Unreleased]", "## [Later]", 1)
-    assert "the first section is not '## [Unreleased]'" in changelog_problems(swapped, version)
-    assert f"### {CHANGE_TYPES[0]}" in text
-    odd = text.replace(f"### {CHANGE_TYPES[0]}", "### New stuff", 1)
-    assert any("'New stuff' is not one of" in p for p in changelog_problems(odd, version))
+    assert "the first section is not '## [Unreleased]'" in release_check.version_problems(
+        swapped, project_version()
+    )
+    first_type = release_check.CHANGE_TYPES[0]
+    assert f"### {first_type}" in text
+    odd = text.replace(f"### {first_type}", "### New stuff", 1)
+    problems = release_check.version_problems(odd, project_version())
+    assert any("'New stuff' is not one of" in p for p in problems)

@@ -1,10 +1,11 @@
 """The release artifacts through a real package index, as a team's would serve them: uploaded
 with twine to pypiserver on 127.0.0.1 (credentials required), then installed from it the ways
-the README gives: `uv tool install automl-setup` (then `demo` and `init`) and a pinned
+the README gives: `uv tool install --index URL automl-setup` (then `demo` and `init`) and a pinned
 `uvx --from automl-setup==<version> automl-setup-mcp` that an MCP client talks to.
 
-uv sees only the local index (UV_INDEX_URL); the dependencies it does not hold come through
-its redirect to PyPI, so each install also proves uv follows that redirect."""
+uv sees the local index first (`--index`, or UV_INDEX_URL as its only one); the dependencies
+it does not hold come through its redirect to PyPI, so each install also proves uv follows
+that redirect."""
 
 from __future__ import annotations
 
@@ -52,11 +53,16 @@ def _published(index: PackageIndex, dists: ReleaseDists) -> None:
 
 
 def _install_tool(root: Path, index: PackageIndex) -> dict[str, str]:
-    """`uv tool install automl-setup`, exactly, in a private environment pointed at `index`,
-    run from an empty folder; returns that environment."""
+    """The README's `uv tool install --index <team index> automl-setup`, exactly, in a private
+    environment (uv's default index beside the one `--index` names), run from an empty folder;
+    returns that environment, pointed at `index` for what runs next."""
     env = tool_env(root, index)
     (root / "cwd").mkdir()
-    run_checked([uv_binary(), "tool", "install", DISTRIBUTION], env=env, cwd=root / "cwd")
+    readme = {k: v for k, v in env.items() if k != "UV_INDEX_URL"}
+    run_checked(
+        [uv_binary(), "tool", "install", "--index", index.simple_url, DISTRIBUTION],
+        env=readme, cwd=root / "cwd",
+    )  # fmt: skip
     return env
 
 
@@ -105,7 +111,8 @@ def test_uv_tool_install_from_the_index_gives_the_versioned_cli_and_its_demo_run
     script = shutil.which("automl-setup", path=env["PATH"])
     assert script == str(Path(env["UV_TOOL_BIN_DIR"]) / "automl-setup")
     version = run_checked([script, "--version"], env=env, cwd=tmp_path)
-    assert version.stdout.strip() == f"automl-setup {release_dists.version}"
+    # The exact build: the version and the commit it was built from.
+    assert version.stdout.strip() == f"automl-setup {release_dists.build}"
 
     # The uploaded wheel is what was installed (its files, by RECORD hash) ...
     site = _site_packages(env)
@@ -121,6 +128,13 @@ def test_uv_tool_install_from_the_index_gives_the_versioned_cli_and_its_demo_run
     demo = run_checked([script, "demo", "--workdir", str(workdir)], env=env, cwd=tmp_path)
     assert "DEMO OK" in demo.stdout and "DEMO FAILED" not in demo.stdout
     assert "refused, as it must be" in demo.stdout
+    # What the demo recorded names the exact build that recorded it: version and commit.
+    records = list(workdir.rglob(".automl-setup/engine-record.json"))
+    bindings = list(workdir.rglob("binding.json"))
+    assert len(records) == 2 and bindings, (records, bindings)
+    made_by = {json.loads(r.read_text())["install"]["tool_version"] for r in records}
+    made_by |= {json.loads(b.read_text())["tool_version"] for b in bindings}
+    assert made_by == {release_dists.build}
 
 
 def _wheel_record(wheel: Path) -> list[str]:
@@ -180,10 +194,7 @@ async def test_the_uvx_pinned_server_answers_initialize_and_lists_the_repository
         async with Client(stdio_client(server, errlog=errlog), mode="legacy") as client:
             info = client.server_info
             listed = await client.list_tools()
-    assert info is not None and (info.name, info.version) == (
-        DISTRIBUTION,
-        release_dists.version,
-    )
+    assert info is not None and (info.name, info.version) == (DISTRIBUTION, release_dists.build)
     catalog = json.loads(CATALOG.read_text())["tools"]
     assert [t.name for t in listed.tools] == [t["name"] for t in catalog]
     assert [t.input_schema for t in listed.tools] == [t["inputSchema"] for t in catalog]

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 from support.projects import user_project
 from support.release import (
     DISTRIBUTION,
@@ -27,6 +28,7 @@ from support.release import (
     ReleaseDists,
     build_dists,
     copy_checkout,
+    project_version,
     tool_env,
 )
 from support.trees import snapshot
@@ -39,7 +41,13 @@ from mcp_server.source.sourcerepo import (
 from mcp_server.source.wheelbuild import uv_binary
 
 pytestmark = pytest.mark.slow
-NEXT = "0.1.1"
+# The release after this checkout's version (0.2.0 after 0.2.0.dev0; 0.2.1 after 0.2.0).
+_CURRENT = Version(project_version())
+NEXT = (
+    _CURRENT.base_version
+    if _CURRENT.is_prerelease
+    else f"{_CURRENT.major}.{_CURRENT.minor}.{_CURRENT.micro + 1}"
+)
 CHANGED, ADDED, RETIRED = "automl-setup", "automl-extra", "automl-slurm"
 EXPERIMENT = "upgrade-exp"
 
@@ -105,7 +113,7 @@ def test_an_upgrade_keeps_everything_and_a_downgrade_refuses_what_it_cannot_read
 
     # --- the first version sets the project up
     tool.uv("install", DISTRIBUTION)
-    assert tool("--version").stdout.strip() == f"automl-setup {first}"
+    assert tool("--version").stdout.strip() == f"automl-setup {release_dists.build}"
     tool("init")
     repo = create_reference_repository(tmp_path / "engine-repo")
     profile = ["--repository", repo.url, "--subdirectory", repo.subdirectory,
@@ -161,12 +169,12 @@ def test_an_upgrade_keeps_everything_and_a_downgrade_refuses_what_it_cannot_read
 
     # --- back to the first version
     tool.uv("install", f"{DISTRIBUTION}=={first}")
-    assert tool("--version").stdout.strip() == f"automl-setup {first}"
+    assert tool("--version").stdout.strip() == f"automl-setup {release_dists.build}"
     record = (project / ".automl-setup" / "init.json").read_bytes()
     before = snapshot(project)
     for args in (("init", "--check"), ("init",)):
         out = tool(*args, code=1)
-        assert "was written in format 2 by automl-setup 0.1.1, newer than this automl-setup " in (
+        assert f"was written in format 2 by automl-setup {NEXT}, newer than this automl-setup " in (
             out.stderr
         ), out.stderr
         assert "Traceback" not in out.stderr and "unexpected failure" not in out.stderr

@@ -22,6 +22,7 @@ from support.agent_clients import SKILLS, Clients, bundled_descriptions, codex_s
 from support.cli import outside_env
 from support.engines import WheelInstall, checkout_copy
 from support.projects import user_project
+from support.release import project_version
 from support.trees import snapshot
 
 from mcp_server.faces.registry import ROWS
@@ -124,11 +125,12 @@ def test_the_repository_is_a_codex_plugin_and_marketplace(tmp_path: Path, client
     clients.run("codex", "plugin", "marketplace", "add", str(repo), cwd=tmp_path)
     clients.run("codex", "plugin", "add", "automl-setup@automl-setup", cwd=tmp_path)
     plugins = clients.run("codex", "plugin", "list", cwd=tmp_path)
-    assert re.search(r"^automl-setup@automl-setup +installed, enabled +0\.1\.0 ", plugins, re.M)
+    listed = rf"^automl-setup@automl-setup +installed, enabled +{re.escape(project_version())} "
+    assert re.search(listed, plugins, re.M), plugins
     project = tmp_path / "project"
     project.mkdir()
     servers = clients.run("codex", "mcp", "list", cwd=project)
-    cache = clients.home / ".codex/plugins/cache/automl-setup/automl-setup/0.1.0"
+    cache = clients.home / ".codex/plugins/cache/automl-setup/automl-setup" / project_version()
     assert re.search(rf"^automl-setup +uv +run --project \. --frozen .*{cache}", servers, re.M)
     skills = codex_skills(clients.run("codex", "debug", "prompt-input", cwd=project))
     for name, description in bundled_descriptions().items():

@@ -15,6 +15,7 @@ import pytest
 from support.cli import REPO_ROOT, run_cli
 from support.engines import WheelInstall
 from support.projects import CODEX_CONFIG, MCP_JSON, user_project
+from support.release import project_version
 from support.trees import snapshot, tree_digest
 
 from mcp_server.bundle import init as init_module
@@ -354,7 +355,7 @@ def test_the_wheel_carries_the_skills_byte_identical(wheel_install: WheelInstall
         check=True, cwd="/",
     ).stdout.split()  # fmt: skip
     assert out[-1] == manifest(REPO_ROOT / "skills")["bundle_sha256"]
-    assert " ".join(out[:-1]) == "the automl-setup 0.1.0 package"
+    assert " ".join(out[:-1]) == f"the automl-setup {project_version()} package"
 
 
 def test_the_uvx_launcher_pins_this_version_and_check_names_an_older_pin(

@@ -360,6 +360,22 @@ def test_a_newer_format_names_the_version_that_wrote_it_and_stays_as_it_is(
     assert "uv tool install 'automl-setup>=9.9.9'" in info.value.remedy
 
 
+def test_a_newer_format_by_a_build_with_a_commit_names_the_build_and_a_version_to_install(
+    tmp_path: Path,
+) -> None:
+    """A writer that named its build (`0.3.0+g<commit>`, issue 43): the cause names the whole
+    build, the remedy's `>=` its version alone (a local label cannot stand in a `>=`)."""
+    sample, reader = FORMATS["install-record"]
+    tree = sample.model_dump(mode="json")
+    build = "0.3.0.dev2+g" + "1a2b3c4d" * 5
+    newer = {**tree, "schema_version": tree["schema_version"] + 1}
+    newer["install"]["tool_version"] = build
+    with pytest.raises(SetupError) as info:
+        reader(tmp_path / "v", json.dumps(newer).encode())
+    assert f"by automl-setup {build}, newer than this automl-setup" in info.value.cause
+    assert "uv tool install 'automl-setup>=0.3.0.dev2'" in info.value.remedy
+
+
 def test_torn_last_history_line_is_reported_not_dropped(tmp_path: Path) -> None:
     store = RecordStore(tmp_path)
     line = HISTORY.model_dump_json().encode()

@@ -9,7 +9,7 @@ home, tool folders or uv tool cache.
 
 from __future__ import annotations
 
-import itertools
+import importlib.util
 import json
 import os
 import re
@@ -22,10 +22,9 @@ import urllib.error
 import urllib.request
 import warnings
 from dataclasses import dataclass
-from datetime import date
 from pathlib import Path
+from types import ModuleType
 
-from packaging.version import InvalidVersion, Version
 from support.cli import REPO_ROOT
 from support.remotes import LOOPBACK, free_port, stop_process
 
@@ -89,13 +88,15 @@ LITTER = (
 
 @dataclass(frozen=True)
 class ReleaseDists:
-    """An sdist and a wheel built from `tree` at SOURCE_DATE_EPOCH `epoch`."""
+    """An sdist and a wheel built from `tree` at SOURCE_DATE_EPOCH `epoch`; `build` is what
+    they say they are (`--version`, serverInfo): the version and the tree's commit."""
 
     tree: Path
     sdist: Path
     wheel: Path
     version: str
     epoch: int
+    build: str
 
 
 def plant_litter(tree: Path) -> None:
@@ -155,6 +156,19 @@ def copy_checkout(dest: Path, version: str) -> Path:
     return dest
 
 
+def commit_tree(tree: Path) -> str:
+    """Make `tree` a git repository whose one commit holds all its files, as a clean clone of
+    the release's commit is; its HEAD commit."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(
+        GIT_AUTHOR_NAME="Release", GIT_AUTHOR_EMAIL="release@example.invalid",
+        GIT_COMMITTER_NAME="Release", GIT_COMMITTER_EMAIL="release@example.invalid",
+    )  # fmt: skip
+    for argv in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "release"]):
+        run_checked(["git", "-C", str(tree), *argv], env=env)
+    return run_checked(["git", "-C", str(tree), "rev-parse", "HEAD"], env=env).stdout.strip()
+
+
 def set_version(tree: Path, version: str) -> None:
     """Write `version` into `tree`'s pyproject.toml ([project] version) and the plugin
     manifests ("version" members), changing no other byte; checked by reading them back."""
@@ -175,65 +189,31 @@ def set_version(tree: Path, version: str) -> None:
         assert found and set(found) == {version}, f"{rel}: {found}"
 
 
-# --- the changelog ---------------------------------------------------------------------------
+# --- the release check ------------------------------------------------------------------------
 
-CHANGE_TYPES = ("Added", "Changed", "Deprecated", "Removed", "Fixed", "Security")
-KEEP_A_CHANGELOG = "https://keepachangelog.com/en/1.1.0/"
-_RELEASE_HEADING = re.compile(r"^## \[(?P<name>[^\]]+)\](?: - (?P<day>.+))?$")
-_ISO_DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+RELEASE_CHECK = REPO_ROOT / ".ci" / "release_check.py"
 
 
-def changelog_problems(text: str, version: str) -> list[str]:
-    """What keeps `text` from being a Keep a Changelog 1.1.0 changelog with an entry for
-    `version`: `# Changelog` first, `## [Unreleased]` the first section, then releases
-    `## [X.Y.Z] - YYYY-MM-DD` newest first, change types from the six, a link reference for
-    every section. Empty when there is nothing."""
-    problems: list[str] = []
-    lines = text.splitlines()
-    if not lines or lines[0] != "# Changelog":
-        problems.append("the first line is not '# Changelog'")
-    if KEEP_A_CHANGELOG not in text:
-        problems.append(f"it does not say it follows Keep a Changelog ({KEEP_A_CHANGELOG})")
-    sections: list[tuple[int, str, str | None]] = []
-    for number, line in enumerate(lines, 1):
-        if line.startswith("## "):
-            heading = _RELEASE_HEADING.match(line)
-            if heading is None:
-                problems.append(f"line {number}: not a release heading: {line!r}")
-            else:
-                sections.append((number, heading["name"], heading["day"]))
-        elif line.startswith("### ") and line[4:] not in CHANGE_TYPES:
-            problems.append(f"line {number}: {line[4:]!r} is not one of {', '.join(CHANGE_TYPES)}")
-    if not sections or sections[0][1:] != ("Unreleased", None):
-        problems.append("the first section is not '## [Unreleased]'")
-    releases: list[tuple[Version, date]] = []
-    for number, name, day in sections[1:]:
-        where = f"line {number}: [{name}]"
-        try:
-            released = Version(name)
-        except InvalidVersion:
-            problems.append(f"{where} is not a version")
-            continue
-        if day is None or not _ISO_DAY.match(day):
-            problems.append(f"{where} has no ISO date (YYYY-MM-DD): {day!r}")
-            continue
-        try:
-            releases.append((released, date.fromisoformat(day)))
-        except ValueError:
-            problems.append(f"{where} has no such day: {day}")
-    for (newer, newer_day), (older, older_day) in itertools.pairwise(releases):
-        if not (newer > older and newer_day >= older_day):
-            problems.append(
-                f"[{newer}] {newer_day} is not newer than the [{older}] {older_day} below it"
-            )
-    for _number, name, _day in sections:
-        if not re.search(rf"^\[{re.escape(name)}\]: \S+$", text, flags=re.M | re.I):
-            problems.append(
-                f"no link reference for [{name}] (`[{name.lower()}]: URL` at the bottom)"
-            )
-    if version not in {name for _n, name, _d in sections}:
-        problems.append(f"no '## [{version}] - YYYY-MM-DD' entry for version {version}")
-    return problems
+def _load_release_check() -> ModuleType:
+    """.ci/release_check.py as a module: the one place the release rules are written (the
+    release workflow and CI run it as a script)."""
+    spec = importlib.util.spec_from_file_location("release_check", RELEASE_CHECK)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+release_check = _load_release_check()
+
+
+def cut_release(changelog: str, version: str, day: str) -> str:
+    """`changelog` as docs/release.md's step 2 leaves it: what [Unreleased] listed now under
+    `## [version] - day`, an empty [Unreleased] above it, and a link reference for the new
+    section at the bottom."""
+    head, rest = changelog.split("## [Unreleased]\n", 1)
+    link = f"[{version}]: https://example.invalid/releases/tag/v{version}\n"
+    return f"{head}## [Unreleased]\n\n## [{version}] - {day}\n{rest.rstrip()}\n{link}"
 
 
 # --- the package index -----------------------------------------------------------------------

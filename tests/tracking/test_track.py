@@ -26,7 +26,7 @@ from support.refengine import holding
 from support.tracking import ADMIN, MlflowServer, metrics, params, tags
 from tracking.conftest import Engine
 
-from mcp_server import __version__
+from mcp_server import __build__
 from mcp_server.environment.identity import closure_digest
 from mcp_server.experiments.binding import read_binding
 from mcp_server.experiments.files import ExperimentFiles
@@ -80,7 +80,7 @@ def test_an_experiment_in_mlflow_with_its_build_and_a_second_sync_changes_nothin
         "automl.engine.wheel_sha256": engine_build.build.wheel_sha256,
         "automl.engine.identity_digest": engine_build.identity_digest,
         "automl.engine.closure_digest": closure_digest(engine_build.closure),
-        "automl.setup_version": __version__,
+        "automl.setup_version": __build__,
         "automl.experiment_id": "tracked",
         "automl.workspace": str(workspace),
     }

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from mcp_server import __version__
+from mcp_server import __build__
 from mcp_server.errors import ExitCode, SetupError
 from mcp_server.faces.cli import completion, config, init, slurm
 from mcp_server.faces.cli.commands import Outcome, Parser, Subparsers, add_command, add_operation
@@ -69,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="automl-setup",
         description="Install an AutoML core engine from source, verified and recorded.",
     )
-    parser.add_argument("--version", action="version", version=f"automl-setup {__version__}")
+    parser.add_argument("--version", action="version", version=f"automl-setup {__build__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     init.add_commands(sub)
     add_operations(sub)

@@ -4,7 +4,7 @@ made from the registry (`tools.py`) and registered by the first call that needs 
 
 from __future__ import annotations
 
-from mcp_server import __version__
+from mcp_server import __build__
 from mcp_server.faces.mcp.sdk import DeferredServer
 
 INSTRUCTIONS = """\
@@ -19,4 +19,4 @@ list_experiments). A tool error is a refusal with its cause and remedy: read it,
 blindly."""
 
 
-server = DeferredServer("automl-setup", version=__version__, instructions=INSTRUCTIONS)
+server = DeferredServer("automl-setup", version=__build__, instructions=INSTRUCTIONS)
