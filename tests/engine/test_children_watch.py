@@ -1,6 +1,7 @@
 """The stall watchdog on real child processes: one that waits on nothing is given up on after
 the bound, one that writes slowly or works its CPU is never cut off, and a silent TCP server
-is named as what the child waited on, with nothing received."""
+is named as what the child waited on, with nothing received; the bound is the one the call is
+given, and a local child (no bound) is held to its time limit alone."""
 
 from __future__ import annotations
 
@@ -13,8 +14,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from mcp_server.childwatch import SAMPLE_S, Stalled, Watchdog, connections, network_watch
-from mcp_server.source.transport import stall_refusal
+from mcp_server.children.bound import DEFAULT_STALL_S, Watch
+from mcp_server.children.causes import stall_refusal
+from mcp_server.children.run import run_captured
+from mcp_server.children.tree import connections
+from mcp_server.children.watch import SAMPLE_S, Stalled, Watchdog
 
 PY = sys.executable
 
@@ -155,10 +159,22 @@ def test_connections_lists_only_the_tree_of_the_child(silent_server: int) -> Non
             proc.wait()
 
 
-def test_the_watch_of_an_operation_is_scoped_to_it() -> None:
-    from mcp_server.childwatch import DEFAULT_STALL_S, current_watch
+def test_a_call_is_held_to_the_bound_it_passes() -> None:
+    assert Watch.of(None).stall_s == DEFAULT_STALL_S and Watch.of(5.0).stall_s == 5.0
+    sleeper = [PY, "-c", "import time; time.sleep(60)"]
+    started = time.monotonic()
+    with pytest.raises(Stalled) as caught:
+        run_captured(sleeper, timeout=30, step="fetch", watch=Watch(2.0))
+    took = time.monotonic() - started
+    assert 2.0 <= took < 5.0, took
+    assert caught.value.stall.bound_s == 2.0
 
-    assert current_watch().stall_s == DEFAULT_STALL_S
-    with network_watch(5.0):
-        assert current_watch().stall_s == 5.0
-    assert current_watch().stall_s == DEFAULT_STALL_S
+
+def test_a_local_child_is_held_to_its_time_limit_alone() -> None:
+    quiet = [PY, "-c", "import time; time.sleep(3); print('done')"]
+    # Quiet for longer than a 1 s bound would allow: without a bound, it runs to its end.
+    assert run_captured(quiet, timeout=30, watch=None).stdout == "done\n"
+    started = time.monotonic()
+    with pytest.raises(subprocess.TimeoutExpired):
+        run_captured([PY, "-c", "import time; time.sleep(60)"], timeout=2.0, watch=None)
+    assert 2.0 <= time.monotonic() - started < 5.0
