@@ -107,13 +107,14 @@ def _server(first: bytes) -> Iterator[int]:
     listener.close()
 
 
+def _reader(port: int) -> list[str]:
+    """A child that connects to `port` and reads whatever comes, until the peer closes."""
+    code = f"import socket\ns = socket.create_connection(('127.0.0.1', {port}))\n"
+    return [PY, "-c", code + "while s.recv(65536):\n    pass\n"]
+
+
 def test_the_silent_peer_is_named_with_nothing_received(silent_server: int) -> None:
-    code = (
-        "import socket, time\n"
-        f"s = socket.create_connection(('127.0.0.1', {silent_server}))\n"
-        "s.recv(1)\n"
-    )
-    _took, stall, _said = _watch([PY, "-c", code], bound=2.0, limit=20)
+    _took, stall, _said = _watch(_reader(silent_server), bound=2.0, limit=20)
     assert stall is not None
     found = stall.stall.connections
     assert [c.peer for c in found] == [f"127.0.0.1:{silent_server}"], found
@@ -128,22 +129,14 @@ def test_the_silent_peer_is_named_with_nothing_received(silent_server: int) -> N
 
 
 def test_what_had_arrived_before_it_went_quiet_is_counted(quiet_server: int) -> None:
-    code = (
-        "import socket\n"
-        f"s = socket.create_connection(('127.0.0.1', {quiet_server}))\n"
-        "got = 0\nwhile True:\n    got += len(s.recv(65536))\n"
-    )
-    _took, stall, _said = _watch([PY, "-c", code], bound=2.0, limit=20)
+    _took, stall, _said = _watch(_reader(quiet_server), bound=2.0, limit=20)
     assert stall is not None
     assert [c.received for c in stall.stall.connections] == [5000]
     assert "4.9 KiB had arrived on it before it went quiet" in stall.stall.describe()
 
 
 def test_what_it_waits_on_is_said_while_it_waits(silent_server: int) -> None:
-    code = (
-        f"import socket\ns = socket.create_connection(('127.0.0.1', {silent_server}))\ns.recv(1)\n"
-    )
-    _took, stall, said = _watch([PY, "-c", code], bound=7.0, limit=20)
+    _took, stall, said = _watch(_reader(silent_server), bound=7.0, limit=20)
     assert stall is not None
     assert len(said) == 1, said  # at 5 s, before the bound of 7 s
     assert f"waiting on 127.0.0.1:{silent_server}" in said[0] and "giving up at 7 s" in said[0]
