@@ -131,7 +131,7 @@ def run_git(
         env[f"GIT_CONFIG_KEY_{index}"], env[f"GIT_CONFIG_VALUE_{index}"] = key, value
     env["GIT_CONFIG_COUNT"] = str(len(config or {}))
     url = next((v for k, v in (config or {}).items() if k.endswith(".url")), "")
-    # English messages (transport.classify reads them). git's own session: no terminal to
+    # English messages (causes.classify reads them). git's own session: no terminal to
     # prompt on, and stopping it (a stall, a timeout, our interrupt) stops its helpers (ssh,
     # remote-https, upload-pack) too, so no orphan keeps our pipes open.
     full_env = {**os.environ, "LANGUAGE": "C", "LC_ALL": "C", **env}
