@@ -26,9 +26,9 @@ import time
 from pathlib import Path
 
 from bench.installrepos import HEAVY, heavy_repository, run, small_repository
+from mcp_server.children.uv import uv_binary
 from mcp_server.environment.precompile import closure_sources, compile_sources
 from mcp_server.source.sourcerepo import DEFAULT_SUBDIRECTORY, REFERENCE_DISTRIBUTION
-from mcp_server.source.wheelbuild import uv_binary
 
 START = "import automl_refengine.cli"
 

@@ -49,6 +49,7 @@ import yaml
 
 from bench.experimentscale import clone_experiments, measure_scale, report
 from mcp_server import operations
+from mcp_server.children.uv import uv_version
 from mcp_server.environment.identity import environment_info
 from mcp_server.environment.records import RecordStore, utc_now
 from mcp_server.environment.target import locate
@@ -70,7 +71,6 @@ from mcp_server.source.sourcerepo import (
     SourceRepository,
     quadratic_manifest,
 )
-from mcp_server.source.wheelbuild import uv_version
 from mcp_server.values import ManifestPath
 
 ENGINE_CLI = "automl-refengine"

@@ -39,8 +39,8 @@ from bench.installrepos import (
     small_repository,
 )
 from bench.installsides import BASELINE, RAW, SETUP, Bench, Result, Scenario
+from mcp_server.children.uv import uv_version
 from mcp_server.source.sourcerepo import REFERENCE_DISTRIBUTION
-from mcp_server.source.wheelbuild import uv_version
 
 B_OVER_A = 1.2  # target: the monorepo install within 1.2x of the small one's absolute time
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from bench.installrepos import BenchError, run
 from bench.installtrace import Shares, shares, summary
+from mcp_server.children.uv import uv_binary
 from mcp_server.source.sourcerepo import DEFAULT_SUBDIRECTORY, REFERENCE_DISTRIBUTION
-from mcp_server.source.wheelbuild import uv_binary
 
 HERE = Path(__file__).resolve().parent
 TREE = HERE.parent  # the automl-setup tree measured, unless a side names another

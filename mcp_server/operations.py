@@ -104,11 +104,11 @@ class InstallHistory(_Result):
 
 
 def resolve(request: ResolveRequest, progress: Progress | None = None) -> BranchResolution:
-    from mcp_server.childwatch import network_watch
+    from mcp_server.children.bound import Watch
     from mcp_server.source import gitsource
 
-    with network_watch(request.stall_timeout, progress):
-        res = gitsource.resolve_branch(request.profile.repository, request.branch)
+    watch = Watch.of(request.stall_timeout, progress)
+    res = gitsource.resolve_branch(request.profile.repository, request.branch, watch)
     return BranchResolution(
         repository=res.repository,
         branch=res.branch,
@@ -119,11 +119,11 @@ def resolve(request: ResolveRequest, progress: Progress | None = None) -> Branch
 
 
 def branches(query: BranchesQuery, progress: Progress | None = None) -> BranchListing:
-    from mcp_server.childwatch import network_watch
+    from mcp_server.children.bound import Watch
     from mcp_server.source import branches as listing
 
-    with network_watch(query.stall_timeout, progress):
-        return listing.list_branches(query.profile, query.with_subdirectory)
+    watch = Watch.of(query.stall_timeout, progress)
+    return listing.list_branches(query.profile, query.with_subdirectory, watch)
 
 
 def install(request: InstallRequest, progress: Progress | None = None) -> InstallResult:
@@ -202,10 +202,12 @@ def diagnose(query: DiagnoseQuery) -> Diagnosis:
     return diagnosis.diagnose(query.python, query.profile)
 
 
-def repair(request: RepairRequest) -> RepairResult:
+def repair(request: RepairRequest, progress: Progress | None = None) -> RepairResult:
+    from mcp_server.children.bound import Watch
     from mcp_server.environment import install as installing
 
-    environment, done = installing.repair_environment(request.python)
+    watch = Watch.of(request.stall_timeout, progress)
+    environment, done = installing.repair_environment(request.python, watch)
     return RepairResult(environment=environment, done=done)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from mcp_server.childwatch import MAX_STALL_S, MIN_STALL_S
+from mcp_server.children.bound import MAX_STALL_S, MIN_STALL_S
 from mcp_server.errors import Arg, InvalidInput
 from mcp_server.selectors import ClosureMemberSpec, HexPrefix, TrackingUri
 from mcp_server.source.profile import EngineProfile
@@ -169,7 +169,7 @@ class DiagnoseQuery(Request):
     python: TargetPath | None
 
 
-class RepairRequest(Request):
+class RepairRequest(NetworkRequest):
     python: TargetPath | None
 
 
@@ -324,7 +324,7 @@ class ReportQuery(Request):
 MAX_TRACK_INTERVAL_S = 3600.0
 
 
-class TrackRequest(Request):
+class TrackRequest(NetworkRequest):
     """One experiment written to an MLflow tracking server: a parent run, a nested run per
     trial, the engine build as tags, the report, binding and lock as artifacts."""
 

@@ -119,20 +119,18 @@ class BranchName(_Value):
 
 
 def _check_ref_format(name: str) -> bool:
+    from mcp_server.children.run import run_captured  # every command imports the values
+
     # Run in an empty directory with discovery fenced off, so `@{-1}` and friends can never be
     # expanded against some repository that happens to contain the working directory.
     with scratch_dir("automl-setup-ref-") as empty:
         env = {"GIT_CEILING_DIRECTORIES": str(empty.parent), "GIT_DIR": "/nonexistent"}
         try:
-            proc = subprocess.run(
+            proc = run_captured(
                 ["git", "check-ref-format", "--branch", name],
-                cwd=empty,
-                env={**os.environ, "LC_ALL": "C", **env},
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
                 timeout=GIT_CHECK_TIMEOUT_S,
-                check=False,
+                env={**os.environ, "LC_ALL": "C", **env},
+                cwd=empty,
             )
         except subprocess.TimeoutExpired:
             return False

@@ -23,10 +23,10 @@ from support.experiments import Experiment, Reaper, make_interrupted, subreaper
 from support.slurm_cluster import SlurmCluster
 from support.trees import env_snapshot, tree_digest
 
+from mcp_server.children.uv import uv_binary
 from mcp_server.environment.wheelstore import STORE_ENV
 from mcp_server.experiments.snapshot import CACHE_ENV
 from mcp_server.source.sourcerepo import SourceRepository
-from mcp_server.source.wheelbuild import uv_binary
 
 SHARES_INSTALLED_ENV = "shares_installed_env"
 

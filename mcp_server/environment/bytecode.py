@@ -13,6 +13,7 @@ import shlex
 import subprocess
 from pathlib import Path
 
+from mcp_server.children.run import run_captured
 from mcp_server.environment.records import FieldDiff
 
 CHECK_TIMEOUT_S = 300.0
@@ -84,9 +85,9 @@ def stray_bytecode(interpreter: Path, root: Path, record: list[str]) -> list[tup
     paths = [os.path.normpath(root / p) for p in record]
     job = {"sources": [p for p in paths if p.endswith(".py")], "recorded": paths}
     try:
-        done = subprocess.run(
+        done = run_captured(
             [str(interpreter), "-I", "-B", "-c", _CHECK], input=json.dumps(job),
-            capture_output=True, text=True, timeout=CHECK_TIMEOUT_S, check=False,
+            timeout=CHECK_TIMEOUT_S,
         )  # fmt: skip
     except (OSError, subprocess.TimeoutExpired) as exc:
         return [("(bytecode check)", f"could not run in the environment: {exc}")]

@@ -20,8 +20,8 @@ import stat
 import sys
 from pathlib import Path
 
+from mcp_server.children.uv import uv_binary
 from mcp_server.environment.closure import ClosureMember
-from mcp_server.source.wheelbuild import uv_binary
 
 # Where uv shares bytes with its cache at no cost to the cache: a clone is copy-on-write (an
 # edit stays in the environment); a hard link is the same file (own_copies undoes it for the

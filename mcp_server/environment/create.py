@@ -14,7 +14,8 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from mcp_server.environment.probe import process_failure, run_checked
+from mcp_server.children.run import process_failure, run_checked
+from mcp_server.children.uv import uv_binary
 from mcp_server.environment.target import (
     LOCK_NAME,
     STATE_DIR_NAME,
@@ -26,7 +27,6 @@ from mcp_server.environment.target import (
 )
 from mcp_server.errors import SetupError
 from mcp_server.fsutil import exclusive_lock, locked_directory, storage_cause, storage_remedy
-from mcp_server.source.wheelbuild import uv_binary
 from mcp_server.values import TargetPath
 
 

@@ -17,7 +17,8 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from pydantic import BaseModel, Field
 
-from mcp_server.childwatch import network_watch
+from mcp_server.children.bound import Watch
+from mcp_server.children.uv import uv_version
 from mcp_server.environment.artifact import Artifact, reviewed_wheel, store_wheel
 from mcp_server.environment.create import open_for_install
 from mcp_server.environment.gepa_pin import check_installed_gepa
@@ -41,7 +42,7 @@ from mcp_server.requests import InstallRequest
 from mcp_server.scratch import scratch_dir, sweep_stale
 from mcp_server.source.gitsource import fetch_commit, resolve_branch
 from mcp_server.source.profile import EngineProfile, ProfileSource
-from mcp_server.source.wheelbuild import build_wheel, check_wheel_metadata, uv_version
+from mcp_server.source.wheelbuild import build_wheel, check_wheel_metadata
 from mcp_server.values import BranchName, CommitId, TargetPath
 
 WORK_PREFIX = "automl-setup-work-"
@@ -87,13 +88,11 @@ def install_engine(
     # The environment lock is held from before a new environment (--create-env) is usable;
     # a failure removes exactly what this call created.
     policy = ClosurePolicy(require_pinned=request.require_pinned)
-    with (
-        network_watch(request.stall_timeout, progress),
-        open_for_install(request.python, create=request.create_env) as env,
-    ):
+    watch = Watch.of(request.stall_timeout, progress)
+    with open_for_install(request.python, create=request.create_env) as env:
         return _install_locked(
             request.profile, env, request.branch, request.commit, extras, bound, progress, ready,
-            expect=request.expect_commit, policy=policy, again=_asked_again(request),
+            expect=request.expect_commit, policy=policy, again=_asked_again(request), watch=watch,
         )  # fmt: skip
 
 
@@ -129,14 +128,15 @@ def install_artifact(
     policy: ClosurePolicy | None = None,
     *,
     again: Again,
+    watch: Watch,
 ) -> InstallResult:
     """Install a wheel already in the store, with `extras`, with the identity it had
-    (`recreate`; `policy` pins its dependency closure)."""
+    (`recreate`; `policy` pins its dependency closure; `watch` bounds uv's fetches)."""
     with open_for_install(python, create=create_env) as env:
         extras = sorted(set(extras))
         return _install_locked(
             profile, env, None, None, extras, bound, progress, artifact, policy=policy,
-            again=again,
+            again=again, watch=watch,
         )  # fmt: skip
 
 
@@ -153,12 +153,14 @@ def _install_locked(
     expect: CommitId | None = None,
     policy: ClosurePolicy | None = None,
     again: Again,
+    watch: Watch,
 ) -> InstallResult:
     """The install, called with the environment lock held: of `ready` (a wheel in the store),
     or else of the branch (which must point at `expect` when given) or commit, built here;
-    `again` asks for the same engine in a new environment (the guard's remedy)."""
+    `again` asks for the same engine in a new environment (the guard's remedy); every git and
+    uv is given up on under `watch`'s stall bound."""
     store = RecordStore(env.state_dir)
-    repaired = recover_interrupted(env, store)
+    repaired = recover_interrupted(env, store, watch)
     if repaired:
         progress("repair", repaired)
     previous = store.read_record()
@@ -179,7 +181,7 @@ def _install_locked(
             else f"commit {commit} given: nothing to resolve (the fetch checks it exists)",
         )
         if branch is not None:
-            resolution = resolve_branch(profile.repository, branch, expect)
+            resolution = resolve_branch(profile.repository, branch, watch, expect)
             commit, requested_ref = resolution.commit, resolution.ref
             progress("resolve", f"{resolution.ref} -> {commit}")
         assert commit is not None
@@ -220,7 +222,7 @@ def _install_locked(
         # version, which the record names, is asked meanwhile too (cached for the process).
         before = pool.submit(env.probe, [profile.distribution])
         pool.submit(uv_version)
-        artifact = ready or _build(profile, commit, requested_ref, env, work, progress)
+        artifact = ready or _build(profile, commit, requested_ref, env, work, progress, watch)
         # The checkout is not needed once its wheel is in the store: removing it (~50 ms of
         # rmdir here) overlaps the install; the pool waits for it before the scratch goes.
         pool.submit(shutil.rmtree, work / "src", ignore_errors=True)
@@ -232,8 +234,9 @@ def _install_locked(
         meta = artifact.meta
         progress("check", f"{meta.name} {meta.version} satisfies {profile.requirement}")
         transaction = Transaction(
-            env, store, profile, artifact.source, artifact.build, artifact.meta, extras, policy
-        )
+            env, store, profile, artifact.source, artifact.build, artifact.meta, extras, policy,
+            watch=watch,
+        )  # fmt: skip
         record, report = transaction.run(artifact.wheel, before.result(), progress)
     return InstallResult(
         status="installed",
@@ -253,11 +256,12 @@ def _build(
     env: TargetEnv,
     work: Path,
     progress: Progress,
+    watch: Watch,
 ) -> Artifact:
     """Fetch the commit, build its wheel reproducibly and keep it in the store."""
     assert commit is not None
     progress("fetch", f"fetching {commit[:12]} ({profile.subdirectory})")
-    fetched = fetch_commit(profile.repository, commit, profile.subdirectory, work / "src")
+    fetched = fetch_commit(profile.repository, commit, profile.subdirectory, work / "src", watch)
     progress("build", f"building a wheel with SOURCE_DATE_EPOCH={fetched.commit_time}")
     wheel = build_wheel(
         fetched.source_dir,
@@ -265,6 +269,7 @@ def _build(
         fetched.commit_time,
         str(env.interpreter),
         work / "build.log",
+        watch,
     )
     progress("build", f"{wheel.path.name} sha256 {wheel.sha256}")
     source = SourceIdentity(
@@ -326,15 +331,16 @@ def _guard_bound_experiments(
         )
 
 
-def repair_environment(python: TargetPath | None) -> tuple[str, str]:
-    """`automl-setup repair`: roll back an interrupted install, if there is one.
+def repair_environment(python: TargetPath | None, watch: Watch) -> tuple[str, str]:
+    """`automl-setup repair`: roll back an interrupted install, if there is one (uv putting
+    back the previous dependencies under `watch`'s stall bound).
     Returns (the environment, what was done)."""
     env = locate_for_change(python)
     store = RecordStore(env.state_dir)
     if not env.state_dir.exists():
         return str(env.prefix), f"nothing to repair in {env.prefix}"
     with exclusive_lock(store.lock_path, step="repair", holder=f"environment {env.prefix}"):
-        done = recover_interrupted(env, store)
+        done = recover_interrupted(env, store, watch)
     sweep_stale(WORK_PREFIX)
     return str(env.prefix), done or f"nothing to repair in {env.prefix}"
 

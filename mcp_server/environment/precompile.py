@@ -16,9 +16,10 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from mcp_server.children.run import run_captured
 from mcp_server.environment.bytecode import LOADED_BY_PYTHON
 from mcp_server.environment.closure import dist_info_dir
 from mcp_server.environment.verify import installed_paths
@@ -105,39 +106,26 @@ def compile_sources(interpreter: Path, sources: list[str]) -> int:
     were compiled. A write that fails is a refusal naming the file and the storage's remedy."""
     workers = max(1, min(os.cpu_count() or 1, len(sources) // 200 or 1))
     chunks = [sources[n::workers] for n in range(workers)]
-    procs = []
-    try:
-        for chunk in chunks:  # started together, each reading its list from a file
-            with tempfile.TemporaryFile("w+") as listing:
-                json.dump(chunk, listing)
-                listing.seek(0)
-                procs.append(
-                    subprocess.Popen(
-                        [str(interpreter), "-I", "-B", "-c", _COMPILE],
-                        stdin=listing,
-                        stdout=subprocess.PIPE,
-                        stderr=subprocess.PIPE,
-                        text=True,
-                    )
-                )
-        answers = [proc.communicate(timeout=COMPILE_TIMEOUT_S) for proc in procs]
+    argv = [str(interpreter), "-I", "-B", "-c", _COMPILE]
+
+    def compile_chunk(chunk: list[str]) -> subprocess.CompletedProcess[str]:
+        return run_captured(argv, input=json.dumps(chunk), timeout=COMPILE_TIMEOUT_S)
+
+    try:  # started together, each given its list on stdin
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            procs = list(pool.map(compile_chunk, chunks))
     except subprocess.TimeoutExpired:
         raise SetupError(
             "install",
             f"compiling the engine's bytecode took longer than {COMPILE_TIMEOUT_S:.0f} s",
             "check the machine's load and run the install again",
         ) from None
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
     compiled = 0
-    for proc, (out, err) in zip(procs, answers, strict=True):
+    for proc in procs:
         try:
-            answer = json.loads(out.strip().splitlines()[-1])
+            answer = json.loads(proc.stdout.strip().splitlines()[-1])
         except (ValueError, IndexError):
-            last = (err.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
+            last = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
             raise SetupError(
                 "install",
                 f"compiling the engine's bytecode failed in the environment: {last}",

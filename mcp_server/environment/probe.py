@@ -11,11 +11,11 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
 
+from mcp_server.children.run import process_failure, run_checked
 from mcp_server.environment.closure import Closure, read_closure
 from mcp_server.errors import SetupError
 from mcp_server.persisted import describe_error
 
-PROBE_TIMEOUT_S = 120.0
 WATCHED_PACKAGES = ("gepa", "torch")
 
 # Runs inside the target interpreter (any Python >= 3.8): stdlib only, prints one JSON object.
@@ -180,29 +180,3 @@ def probe_interpreter(
             f"answer to the probe is malformed ({describe_error(exc)})",
             "pass --python pointing at a working Python 3.8+ interpreter or venv",
         ) from None
-
-
-def run_checked(
-    argv: list[str], env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    """A short helper process (the target interpreter, `uv venv`): output captured, stdin
-    closed, bounded in time; a failure raises (`process_failure` says why in one line)."""
-    return subprocess.run(
-        argv,
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-        env=env,
-        timeout=PROBE_TIMEOUT_S,
-        check=True,
-    )
-
-
-def process_failure(exc: BaseException) -> str:
-    """The interpreter's own last error line; never the probe script (the argv) itself."""
-    if isinstance(exc, subprocess.CalledProcessError):
-        lines = (exc.stderr or "").strip().splitlines()
-        return lines[-1] if lines else f"exit status {exc.returncode}"
-    if isinstance(exc, subprocess.TimeoutExpired):
-        return f"no answer within {exc.timeout:.0f} s"
-    return str(exc)

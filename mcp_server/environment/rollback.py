@@ -12,6 +12,8 @@ from typing import Literal
 
 from packaging.utils import canonicalize_name
 
+from mcp_server.children.bound import Watch
+from mcp_server.children.uv import run_uv, uv_binary
 from mcp_server.environment.records import (
     HistoryEntry,
     Journal,
@@ -21,25 +23,42 @@ from mcp_server.environment.records import (
 )
 from mcp_server.environment.target import TargetEnv
 from mcp_server.environment.verify import installed_paths
-from mcp_server.errors import SetupError
+from mcp_server.errors import Arg, Fix, SetupError
 from mcp_server.redact import redact_text
-from mcp_server.source.wheelbuild import run_uv, uv_binary
 
 
 class RollbackFailed(SetupError):
     """A rollback that could not complete. The journal and the backup stay for `repair`."""
 
     def __init__(
-        self, env: TargetEnv, store: RecordStore, journal: Journal, why: str, details: list[str]
+        self,
+        env: TargetEnv,
+        store: RecordStore,
+        journal: Journal,
+        why: str,
+        details: list[str],
+        cause: SetupError | None = None,
     ) -> None:
         backup = store.transactions / journal.txid / "backup"
+        # A cause whose remedy is an argument of the call (a stall: a longer stall_timeout)
+        # is fixed by passing it to repair, which takes it too.
+        fix = (
+            cause.remedy_parts
+            if cause and any(isinstance(p, Arg) for p in cause.remedy_parts)
+            else ()
+        )
         super().__init__(
             "rollback",
             f"the rollback failed (install transaction {journal.txid}): {why}; the previous "
             "engine was not restored",
-            f"{env.prefix} is left part-way (verify says interrupted): the previous engine's "
-            f"files are in {backup} and the journal {store.journal_path} was kept; fix the "
-            f"cause, then run `automl-setup repair --python {env.prefix}`",
+            [
+                f"{env.prefix} is left part-way (verify says interrupted): the previous engine's "
+                f"files are in {backup} and the journal {store.journal_path} was kept; fix the "
+                "cause",
+                *((" (", *fix, ")") if fix else ()),
+                ", then run ",
+                Fix("repair", (("python", str(env.prefix)),)),
+            ],
             details=details,
         )
 
@@ -52,21 +71,22 @@ def _undone(journal: Journal, tense: Literal["was", "is"]) -> str:
 
 
 def after_rollback(
-    env: TargetEnv, store: RecordStore, journal: Journal, exc: BaseException
+    env: TargetEnv, store: RecordStore, journal: Journal, exc: BaseException, watch: Watch
 ) -> BaseException:
     """Roll back after `exc` and return what to raise: the failure, told with what the
     rollback actually did (composed only now, from its outcome)."""
     detail = exc.message if isinstance(exc, SetupError) else type(exc).__name__
     try:
-        rollback(env, store, journal, reason=detail)
+        rollback(env, store, journal, reason=detail, watch=watch)
     except RollbackFailed as failed:
         if isinstance(exc, SetupError):
             step, cause, details = exc.step, exc.cause, exc.details
         else:
             step, cause, details = "install", f"{type(exc).__name__}: {exc}", []
         return SetupError(
-            step, f"{cause}; then {failed.cause}", failed.remedy, details=details + failed.details
-        )
+            step, f"{cause}; then {failed.cause}", failed.remedy_parts,
+            details=details + failed.details,
+        )  # fmt: skip
     if isinstance(exc, SetupError):
         return SetupError(
             exc.step,
@@ -78,20 +98,24 @@ def after_rollback(
     return exc
 
 
-def rollback(env: TargetEnv, store: RecordStore, journal: Journal, *, reason: str) -> None:
-    """Put the previous engine back byte for byte and undo dependency changes; the journal is
-    removed only when all of that worked (RollbackFailed otherwise)."""
+def rollback(
+    env: TargetEnv, store: RecordStore, journal: Journal, *, reason: str, watch: Watch
+) -> None:
+    """Put the previous engine back byte for byte and undo dependency changes (uv may fetch
+    the previous versions from an index: under `watch`'s stall bound); the journal is removed
+    only when all of that worked (RollbackFailed otherwise)."""
     try:
-        _undo(env, store, journal, reason)
+        _undo(env, store, journal, reason, watch)
     except SetupError as exc:
-        raise RollbackFailed(env, store, journal, f"{exc.step}: {exc.cause}", exc.details) from None
+        why = f"{exc.step}: {exc.cause}"
+        raise RollbackFailed(env, store, journal, why, exc.details, exc) from None
     except OSError as exc:
         where = f" ({exc.filename})" if exc.filename else ""
         raise RollbackFailed(env, store, journal, f"{exc.strerror or exc}{where}", []) from None
     finish_transaction(store, journal)
 
 
-def _undo(env: TargetEnv, store: RecordStore, journal: Journal, reason: str) -> None:
+def _undo(env: TargetEnv, store: RecordStore, journal: Journal, reason: str, watch: Watch) -> None:
     txdir = store.transactions / journal.txid
     _refuse_paths_outside(env, store, journal)
     probe = env.probe([journal.distribution])
@@ -108,7 +132,7 @@ def _undo(env: TargetEnv, store: RecordStore, journal: Journal, reason: str) -> 
         target = Path(original)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(txdir / "backup" / name, target)
-    _restore_dependencies(env, journal, txdir)
+    _restore_dependencies(env, journal, txdir, watch)
     if journal.new_wheel_record:
         store.wheel_record_path(journal.new_wheel_record).unlink(missing_ok=True)
     store.append_history(
@@ -145,7 +169,7 @@ def _refuse_paths_outside(env: TargetEnv, store: RecordStore, journal: Journal) 
         )
 
 
-def _restore_dependencies(env: TargetEnv, journal: Journal, txdir: Path) -> None:
+def _restore_dependencies(env: TargetEnv, journal: Journal, txdir: Path, watch: Watch) -> None:
     before = journal.versions_before
     now = env.probe([]).versions
     engine = {
@@ -169,10 +193,10 @@ def _restore_dependencies(env: TargetEnv, journal: Journal, txdir: Path) -> None
             "--python",
             interpreter,
         ]
-        run_uv([*argv, *changed], txdir / "uv-restore.log", step="rollback")
+        run_uv([*argv, *changed], txdir / "uv-restore.log", step="rollback", watch=watch)
     if added:
         argv = [uv_binary(), "pip", "uninstall", "--python", interpreter]
-        run_uv([*argv, *added], txdir / "uv-restore.log", step="rollback")
+        run_uv([*argv, *added], txdir / "uv-restore.log", step="rollback", watch=watch)
 
 
 def _prune_empty_parents(directory: Path, stop: Path) -> None:
@@ -189,10 +213,11 @@ def finish_transaction(store: RecordStore, journal: Journal) -> None:
     shutil.rmtree(store.transactions / journal.txid, ignore_errors=True)
 
 
-def recover_interrupted(env: TargetEnv, store: RecordStore) -> str | None:
-    """Called with the environment lock held: finish or roll back a transaction left by a
-    killed install. Returns a one-line account of what was done, or None. A damaged journal
-    refuses (RecordStore.journal) before anything is touched."""
+def recover_interrupted(env: TargetEnv, store: RecordStore, watch: Watch) -> str | None:
+    """Called with the environment lock held: finish or roll back (under `watch`'s stall
+    bound) a transaction left by a killed install. Returns a one-line account of what was
+    done, or None. A damaged journal refuses (RecordStore.journal) before anything is
+    touched."""
     journal = store.journal()
     txid = journal.txid if journal else None
     # A kill before the journal was written leaves only a backup nobody needs.
@@ -209,7 +234,7 @@ def recover_interrupted(env: TargetEnv, store: RecordStore) -> str | None:
             log_installed(store, record)
         finish_transaction(store, journal)
         return f"install transaction {txid} had completed; its leftovers were removed"
-    rollback(env, store, journal, reason=f"interrupted (pid {journal.pid} died)")
+    rollback(env, store, journal, reason=f"interrupted (pid {journal.pid} died)", watch=watch)
     return (
         f"an interrupted install of {journal.distribution} (transaction {txid}, "
         f"{'commit ' + journal.commit[:12] if journal.commit else 'a reviewed wheel'}, "

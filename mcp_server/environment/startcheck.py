@@ -8,6 +8,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+from mcp_server.children.run import run_captured
+
 IMPORT_TIMEOUT_S = 60.0
 
 # Runs in the environment's interpreter (any Python >= 3.8): loads, never calls, each entry point.
@@ -23,11 +25,9 @@ for ep in metadata.distribution(sys.argv[1]).entry_points:
 def start_failure(interpreter: Path, distribution: str) -> str | None:
     """Why the engine's entry points do not import (the exception's last line), or None."""
     try:
-        done = subprocess.run(
-            [str(interpreter), "-I", "-B", "-c", _IMPORT, distribution],
-            capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=IMPORT_TIMEOUT_S,
-            check=False,
-        )  # fmt: skip
+        done = run_captured(
+            [str(interpreter), "-I", "-B", "-c", _IMPORT, distribution], timeout=IMPORT_TIMEOUT_S
+        )
     except subprocess.TimeoutExpired:
         return f"importing its entry points took longer than {IMPORT_TIMEOUT_S:.0f} s"
     except OSError as exc:

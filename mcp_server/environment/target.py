@@ -14,12 +14,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from mcp_server.environment.probe import (
-    Probe,
-    probe_interpreter,
-    process_failure,
-    run_checked,
-)
+from mcp_server.children.run import process_failure, run_checked
+from mcp_server.environment.probe import Probe, probe_interpreter
 from mcp_server.errors import ExitCode, InvalidInput, SetupError
 from mcp_server.fsutil import STATE_DIR_NAME, exclusive_holder, locked_directory
 from mcp_server.values import TargetPath

@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from mcp_server import __build__
+from mcp_server.children.bound import Watch
+from mcp_server.children.uv import run_uv, uv_binary, uv_version
 from mcp_server.environment.cachelinks import LINK_MODE, own_copies
 from mcp_server.environment.gepa_pin import GEPA, check_gepa
 from mcp_server.environment.identity import (
@@ -66,7 +68,7 @@ from mcp_server.fsutil import (
 )
 from mcp_server.pausepoints import pause_at
 from mcp_server.source.profile import EngineProfile
-from mcp_server.source.wheelbuild import WheelMetadata, run_uv, uv_binary, uv_version
+from mcp_server.source.wheelbuild import WheelMetadata
 
 Progress = Callable[[str, str], None]  # (step, message)
 # The steps of an install, in order (here, not in install.py: the CLI's progress names them).
@@ -89,8 +91,11 @@ class Transaction:
         meta: WheelMetadata,
         extras: list[str],
         policy: ClosurePolicy | None = None,
+        *,
+        watch: Watch,
     ) -> None:
-        self.env, self.store, self.profile = env, store, profile
+        """`watch`: the stall bound of uv's fetches (and of a rollback's)."""
+        self.env, self.store, self.profile, self.watch = env, store, profile, watch
         self.source, self.build, self.meta, self.extras = source, build, meta, extras
         self.policy = policy or ClosurePolicy()
         self.txid = uuid.uuid4().hex[:12]
@@ -136,7 +141,7 @@ class Transaction:
             self.store.write_record(record)
             pause_at("record-written")
         except BaseException as exc:
-            told = after_rollback(self.env, self.store, journal, exc)
+            told = after_rollback(self.env, self.store, journal, exc, self.watch)
             if told is exc:
                 raise
             raise told from None
@@ -242,7 +247,7 @@ class Transaction:
             argv += ["--override", str(pinned)]
         argv += ["--reinstall-package", self.build.distribution, requirement]
         log = self.txdir / "uv-install.log"
-        run_uv(argv, log, step="install", requires_dist=self.meta.requires_dist)
+        run_uv(argv, log, step="install", watch=self.watch, requires_dist=self.meta.requires_dist)
         # An engine file edited in place must never edit uv's cache (a reinstall would bring
         # the edit back): its linked files become files of their own before anything reads them.
         dist_info = before.purelib / self.meta.dist_info

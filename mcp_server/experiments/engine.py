@@ -14,13 +14,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from mcp_server.children.run import run_captured, run_to, start, wait_exit
 from mcp_server.environment.probe import Probe
 from mcp_server.environment.records import InstallRecord, RecordStore
 from mcp_server.environment.target import TargetEnv
 from mcp_server.errors import ExitCode, Fix, SetupError
 from mcp_server.experiments.binding import Binding
 from mcp_server.fsutil import open_log
-from mcp_server.procwait import wait_exit
 
 STATUS_TIMEOUT_S = 60.0
 PLAN_TIMEOUT_S = 60.0
@@ -99,15 +99,9 @@ def _engine_env(prefix: Path, interpreter: Path) -> dict[str, str]:
 def spawn(argv: list[str], env: TargetEnv, log_path: Path, lock_fd: int) -> subprocess.Popen[bytes]:
     log = open_log(log_path)  # never through a link planted at the attempt's log name
     try:
-        return subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=_engine_env(env.prefix, env.interpreter),
-            pass_fds=(lock_fd,),
-            start_new_session=True,
-        )
+        engine_env = _engine_env(env.prefix, env.interpreter)
+        lock = (lock_fd,)  # inherited: the controller lock is held exactly as long as it lives
+        return start(argv, env=engine_env, stdout=log, stderr=subprocess.STDOUT, pass_fds=lock)
     finally:
         os.close(log)
 
@@ -122,26 +116,19 @@ def engine_plan(
     args = ["plan", "--manifest", str(manifest), "--workspace", str(workspace)]
     with tempfile.TemporaryFile() as errors:
         try:
-            proc = subprocess.Popen(
+            code = run_to(
                 engine_command(env.interpreter, distribution, cli, args),
-                stdin=subprocess.DEVNULL,
+                step=step, timeout=PLAN_TIMEOUT_S, watch=None,
                 stdout=subprocess.DEVNULL,  # the plan itself can be long; only errors matter
-                stderr=errors,
-                env=_engine_env(env.prefix, env.interpreter),
-                start_new_session=True,
-            )
+                stderr=errors, env=_engine_env(env.prefix, env.interpreter),
+            )  # fmt: skip
         except OSError as exc:
             raise SetupError(
                 step,
                 f"the engine could not be run to check the manifest: {exc.strerror}",
                 f"run `automl-setup verify --python {env.prefix}`",
             ) from None
-        try:
-            code = wait_exit(proc, PLAN_TIMEOUT_S)
         except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
             raise SetupError(
                 step,
                 f"the engine's `{cli} plan` of {manifest} did not finish within "
@@ -264,14 +251,7 @@ def _run_read_only(
     argv: list[str], command: str
 ) -> tuple[subprocess.CompletedProcess[str] | None, str | None]:
     try:
-        proc = subprocess.run(
-            argv,
-            capture_output=True,
-            text=True,
-            stdin=subprocess.DEVNULL,
-            timeout=STATUS_TIMEOUT_S,
-            check=False,
-        )
+        proc = run_captured(argv, timeout=STATUS_TIMEOUT_S)
     except OSError as exc:
         return None, f"the bound engine could not be run for {command}: {exc.strerror}"
     except subprocess.TimeoutExpired:

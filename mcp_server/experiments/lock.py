@@ -16,7 +16,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from mcp_server.childwatch import network_watch
+from mcp_server.children.bound import Watch
+from mcp_server.children.uv import run_uv, uv_binary
 from mcp_server.environment.pins import overrides_for
 from mcp_server.environment.wheelstore import WheelStore
 from mcp_server.errors import SetupError
@@ -26,7 +27,6 @@ from mcp_server.fsutil import atomic_write_bytes, create_new_or_same
 from mcp_server.requests import NetworkRequest
 from mcp_server.scratch import scratch_dir
 from mcp_server.source.profile import tomllib
-from mcp_server.source.wheelbuild import run_uv, uv_binary
 from mcp_server.values import ExperimentId, LockPath, WorkspacePath
 
 STEP = "lock"
@@ -58,7 +58,7 @@ def _refuse(cause: str, remedy: str, details: list[str] | None = None) -> SetupE
     return SetupError(STEP, cause, remedy, details=details)
 
 
-def _compile(binding: Binding, wheel: Path, work: Path) -> str:
+def _compile(binding: Binding, wheel: Path, work: Path, watch: Watch) -> str:
     engine = binding.engine
     requirements, overrides = work / "requirements.in", work / "overrides.txt"
     extras = f"[{','.join(engine.extras)}]" if engine.extras else ""
@@ -77,6 +77,7 @@ def _compile(binding: Binding, wheel: Path, work: Path) -> str:
         argv,
         work / "uv-compile.log",
         step=STEP,
+        watch=watch,
         cause="uv could not resolve the bound closure (exit {returncode}); nothing written",
         remedy="the index or a repository of a bound dependency must be reachable to lock it",
         timeout=UV_TIMEOUT_S,
@@ -119,15 +120,14 @@ STEPS = (STEP,)
 def lock_experiment(
     query: LockQuery, progress: Callable[[str, str], None] | None = None
 ) -> LockResult:
-    with network_watch(query.stall_timeout, progress):
-        return _lock(query)
+    return _lock(query, Watch.of(query.stall_timeout, progress))
 
 
-def _lock(query: LockQuery) -> LockResult:
+def _lock(query: LockQuery, watch: Watch) -> LockResult:
     files = ExperimentFiles(query.workspace.path, query.experiment_id)
     require_experiment(files, STEP, remedy="lock takes an exact id; list them with")
     binding = read_binding(files)
-    text, lock = bound_lock(binding)
+    text, lock = bound_lock(binding, watch)
     data = text.encode("utf-8")
     target = query.out.path if query.out is not None else files.dir / "pylock.toml"
     written = _write_new(target, data)
@@ -147,9 +147,10 @@ def _lock(query: LockQuery) -> LockResult:
     )
 
 
-def bound_lock(binding: Binding) -> tuple[str, dict[str, Any]]:
+def bound_lock(binding: Binding, watch: Watch) -> tuple[str, dict[str, Any]]:
     """The pylock.toml text of the closure `binding` is bound to, checked member by member
-    against it (`track` uploads it; `lock` writes it), and the lock it parses to."""
+    against it (`track` uploads it; `lock` writes it), and the lock it parses to; uv's
+    resolution is given up on under `watch`'s stall bound."""
     engine = binding.engine
     if engine.closure is None:
         raise _refuse(
@@ -166,7 +167,7 @@ def bound_lock(binding: Binding) -> tuple[str, dict[str, Any]]:
             "put it back (automl-setup recreate rebuilds it from the bound commit), then lock",
         )
     with scratch_dir("automl-setup-lock-") as work:
-        text = _compile(binding, stored.path, work)
+        text = _compile(binding, stored.path, work, watch)
     try:
         lock = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:  # pragma: no cover - uv writes TOML

@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from mcp_server.childwatch import network_watch
+from mcp_server.children.bound import Watch
 from mcp_server.environment.artifact import Artifact, from_store, store_wheel
 from mcp_server.environment.identity import diff_fields
 from mcp_server.environment.install import InstallResult, Progress, install_artifact, no_progress
@@ -64,11 +64,10 @@ class RecreateResult(BaseModel):
 
 
 def recreate_engine(request: RecreateRequest, progress: Progress = no_progress) -> RecreateResult:
-    with network_watch(request.stall_timeout, progress):
-        return _recreate(request, progress)
+    return _recreate(request, progress, Watch.of(request.stall_timeout, progress))
 
 
-def _recreate(request: RecreateRequest, progress: Progress) -> RecreateResult:
+def _recreate(request: RecreateRequest, progress: Progress, watch: Watch) -> RecreateResult:
     files = ExperimentFiles(request.workspace.path, request.experiment_id)
     require_experiment(files, "recreate", remedy="recreate takes an exact id; list them with")
     binding = read_binding(files)
@@ -78,7 +77,7 @@ def _recreate(request: RecreateRequest, progress: Progress) -> RecreateResult:
         progress("fetch", f"the bound wheel {bound.build.wheel_sha256[:12]} is in the store")
         artifact, wheel_from = from_store(stored, bound.source), "store"
     else:
-        artifact, wheel_from = _rebuild(binding, progress), "rebuilt"
+        artifact, wheel_from = _rebuild(binding, progress, watch), "rebuilt"
     differences = diff_fields(bound.build.model_dump(), artifact.build.model_dump())
     if differences:
         raise _refusal(binding, "the wheel found is not the bound build", differences)
@@ -98,6 +97,7 @@ def _recreate(request: RecreateRequest, progress: Progress) -> RecreateResult:
             progress,
             policy,
             again=(again,),
+            watch=watch,
         )
     except SetupError as exc:
         if not elsewhere or exc.step != "install":
@@ -158,7 +158,7 @@ def _closure_policy(binding: Binding, progress: Progress) -> tuple[ClosurePolicy
     return policy, elsewhere
 
 
-def _rebuild(binding: Binding, progress: Progress) -> Artifact:
+def _rebuild(binding: Binding, progress: Progress, watch: Watch) -> Artifact:
     """Rebuild the bound commit; refused unless its wheel has exactly the bound sha256."""
     src, build = binding.engine.source, binding.engine.build
     store = WheelStore()
@@ -175,7 +175,8 @@ def _rebuild(binding: Binding, progress: Progress) -> Artifact:
         try:
             profile = _profile(binding)
             commit = CommitId(src.commit)
-            fetched = fetch_commit(profile.repository, commit, profile.subdirectory, work / "src")
+            dest = work / "src"
+            fetched = fetch_commit(profile.repository, commit, profile.subdirectory, dest, watch)
         except SetupError as exc:
             raise SetupError(
                 "recreate",
@@ -188,8 +189,9 @@ def _rebuild(binding: Binding, progress: Progress) -> Artifact:
         # automl-setup's own interpreter builds: the target may not exist yet, and the sha256
         # comparison below refuses whatever would make the wheel differ.
         wheel = build_wheel(
-            fetched.source_dir, work / "dist", src.commit_time, sys.executable, work / "build.log"
-        )
+            fetched.source_dir, work / "dist", src.commit_time, sys.executable, work / "build.log",
+            watch,
+        )  # fmt: skip
         if wheel.sha256 != build.wheel_sha256:
             raise SetupError(
                 "recreate",

@@ -8,6 +8,7 @@ import subprocess
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from mcp_server.children.run import run_captured
 from mcp_server.errors import ExitCode, InvalidInput, SetupError
 from mcp_server.experiments.attempts import AttemptEntry, log_attempt, read_attempts
 from mcp_server.experiments.binding import read_binding, resume_command
@@ -105,10 +106,7 @@ def slurm_cancel(request: CancelRequest) -> CancelledJob:
             f"--workspace {files.workspace}`",
         )
     try:
-        proc = subprocess.run(
-            ["scancel", job_id], capture_output=True, text=True, stdin=subprocess.DEVNULL,
-            timeout=SCANCEL_TIMEOUT_S, check=False,
-        )  # fmt: skip
+        proc = run_captured(["scancel", job_id], timeout=SCANCEL_TIMEOUT_S)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise SetupError(step, f"scancel could not run: {exc}", "check `sinfo`") from None
     if proc.returncode != 0:

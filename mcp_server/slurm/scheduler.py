@@ -21,6 +21,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from mcp_server.children.run import run_captured
 from mcp_server.errors import SetupError
 from mcp_server.redact import redact_text
 from mcp_server.values import JobId
@@ -148,15 +149,7 @@ def query_jobs(job_ids: Iterable[str]) -> dict[str, JobView]:
 
 def _run(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
     try:
-        return subprocess.run(
-            list(argv),
-            capture_output=True,
-            text=True,
-            errors="replace",
-            stdin=subprocess.DEVNULL,
-            timeout=QUERY_TIMEOUT_S,
-            check=False,
-        )
+        return run_captured(argv, timeout=QUERY_TIMEOUT_S)
     except FileNotFoundError:
         raise SchedulerError(f"{argv[0]} is not installed (not found on PATH)") from None
     except subprocess.TimeoutExpired:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from mcp_server.children.run import run_captured
 from mcp_server.environment.target import TargetEnv, locate
 from mcp_server.errors import Arg, Fix, InvalidInput, SetupError, command_line
 from mcp_server.experiments.attempts import log_attempt
@@ -116,10 +117,7 @@ def sbatch_argv(request: SubmitRequest, files: ExperimentFiles, script: Path) ->
 def _sbatch(argv: list[str]) -> str:
     step = "slurm submit"
     try:
-        proc = subprocess.run(
-            argv, capture_output=True, text=True, stdin=subprocess.DEVNULL,
-            timeout=SBATCH_TIMEOUT_S, check=False,
-        )  # fmt: skip
+        proc = run_captured(argv, timeout=SBATCH_TIMEOUT_S)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise SetupError(step, f"sbatch could not run: {exc}", "check `sinfo`") from None
     said = " ".join((proc.stderr or proc.stdout).split())[:300]

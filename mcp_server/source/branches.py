@@ -9,8 +9,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from mcp_server.children.bound import Watch
+from mcp_server.children.git import LOCAL_TIMEOUT_S, NETWORK_TIMEOUT_S, run_git
 from mcp_server.scratch import scratch_dir
-from mcp_server.source.gitrun import LOCAL_TIMEOUT_S, NETWORK_TIMEOUT_S, run_git
 from mcp_server.source.gitsource import REMOTE, ls_tree_entry, parse_ls_remote, remote_config
 from mcp_server.source.profile import EngineProfile, ProfileSource
 
@@ -37,11 +38,11 @@ class BranchListing(BaseModel):
     profile_source: ProfileSource
 
 
-def list_branches(profile: EngineProfile, with_subdirectory: bool) -> BranchListing:
-    heads = _heads(profile)
+def list_branches(profile: EngineProfile, with_subdirectory: bool, watch: Watch) -> BranchListing:
+    heads = _heads(profile, watch)
     kept = heads
     if with_subdirectory and heads:
-        kept = _holding_subdirectory(profile, heads)
+        kept = _holding_subdirectory(profile, heads, watch)
     return BranchListing(
         repository=str(profile.repository),
         with_subdirectory=profile.subdirectory if with_subdirectory else None,
@@ -51,13 +52,14 @@ def list_branches(profile: EngineProfile, with_subdirectory: bool) -> BranchList
     )
 
 
-def _heads(profile: EngineProfile) -> list[BranchHead]:
+def _heads(profile: EngineProfile, watch: Watch) -> list[BranchHead]:
     with scratch_dir("automl-setup-branches-") as empty:
         out = run_git(
             ["ls-remote", "--heads", "--end-of-options", REMOTE],
             cwd=Path(empty),
             step="branches",
             timeout=NETWORK_TIMEOUT_S,
+            watch=watch,
             config=remote_config(REMOTE, profile.repository),
         )
     return sorted(
@@ -70,12 +72,15 @@ def _heads(profile: EngineProfile) -> list[BranchHead]:
     )
 
 
-def _holding_subdirectory(profile: EngineProfile, heads: list[BranchHead]) -> list[BranchHead]:
+def _holding_subdirectory(
+    profile: EngineProfile, heads: list[BranchHead], watch: Watch
+) -> list[BranchHead]:
     step = "branches"
     commits = sorted({head.commit for head in heads})
     with scratch_dir("automl-setup-branches-") as work:
         repo = Path(work) / "trees"
-        run_git(["init", "-q", "--bare", "--template=", str(repo)], step=step, timeout=60)
+        init = ["init", "-q", "--bare", "--template=", str(repo)]
+        run_git(init, step=step, timeout=60, watch=None)
         config = {
             **remote_config("origin", profile.repository),
             "remote.origin.promisor": "true",
@@ -89,6 +94,7 @@ def _holding_subdirectory(profile: EngineProfile, heads: list[BranchHead]) -> li
             cwd=repo,
             step=step,
             timeout=NETWORK_TIMEOUT_S,
+            watch=watch,
             config=config,
         )
         holding = {c for c in commits if _has_tree(repo, c, profile.subdirectory)}
@@ -105,6 +111,7 @@ def _has_tree(repo: Path, commit: str, subdirectory: str) -> bool:
         cwd=repo,
         step="branches",
         timeout=LOCAL_TIMEOUT_S,
+        watch=None,  # trees only: the fetch brought them all
     )
     entry = ls_tree_entry(listing, subdirectory)
     return entry is not None and entry[:2] == ("040000", "tree")

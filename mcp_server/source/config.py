@@ -25,7 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from mcp_server.childwatch import DEFAULT_STALL_S
+from mcp_server.children.bound import DEFAULT_STALL_S
 from mcp_server.errors import InvalidInput
 from mcp_server.source.profile import EngineProfile, ProfileSource, load_profile, tomllib
 
@@ -46,7 +46,9 @@ class ProjectFile:
     workspace: Path | None
     python: Path | None
     store: Path | None  # the wheel store (environment/wheelstore.py)
-    stall_timeout: float | None  # seconds a network child may go without progress (childwatch)
+    stall_timeout: (
+        float | None
+    )  # seconds a network child may go without progress (children/watch.py)
 
 
 def find_project_file(start: Path) -> ProjectFile | None:

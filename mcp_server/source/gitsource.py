@@ -2,7 +2,8 @@
 
 Every user value arrives as a checked value type (`mcp_server.values`) and reaches git only as
 one argv element after `--end-of-options` (or as a config value in a repository we created).
-Git runs through `gitrun.run_git`: no shell, no terminal, no prompt, bounded in time and stalls.
+Git runs through `children.git.run_git`: no shell, no terminal, no prompt, bounded in time and
+in stalls by the bound the caller passes (`Watch`).
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit, urlunsplit
 
+from mcp_server.children.bound import Watch
+from mcp_server.children.git import LOCAL_TIMEOUT_S, NETWORK_TIMEOUT_S, TransportError, run_git
 from mcp_server.errors import SetupError, shown
 from mcp_server.fsutil import real_path
 from mcp_server.scratch import scratch_dir
-from mcp_server.source.gitrun import LOCAL_TIMEOUT_S, NETWORK_TIMEOUT_S, TransportError, run_git
 from mcp_server.source.profile import confusable_note, tomllib
 from mcp_server.values import (
     SUBDIRECTORY_REMEDY,
@@ -75,7 +77,7 @@ def remote_config(name: str, repository: RepositoryUrl) -> dict[str, str]:
 
 
 def resolve_branch(
-    repository: RepositoryUrl, branch: BranchName, expect: CommitId | None = None
+    repository: RepositoryUrl, branch: BranchName, watch: Watch, expect: CommitId | None = None
 ) -> Resolution:
     """Exactly refs/heads/<branch> on the remote; a missing branch is an error, never a tag.
     With `expect` (the commit the user confirmed), a branch that moved since is refused."""
@@ -87,6 +89,7 @@ def resolve_branch(
             cwd=Path(empty),
             step="resolve",
             timeout=NETWORK_TIMEOUT_S,
+            watch=watch,
             config=remote_config(REMOTE, repository),
         )
     refs = dict(parse_ls_remote(out))
@@ -136,7 +139,11 @@ class FetchedSource:
 
 
 def fetch_commit(
-    repository: RepositoryUrl, commit: CommitId, subdirectory: Subdirectory, dest: Path
+    repository: RepositoryUrl,
+    commit: CommitId,
+    subdirectory: Subdirectory,
+    dest: Path,
+    watch: Watch,
 ) -> FetchedSource:
     """Fetch exactly `commit` (shallow, blobless where the server allows) and check out only
     what the subdirectory needs into `dest`, which must not exist yet."""
@@ -149,10 +156,12 @@ def fetch_commit(
         "remote.origin.partialclonefilter": "blob:none",
     }
 
+    # Every git in the partial clone may fetch (blobs, on checkout): each under the stall bound.
     def git_here(args: list[str], timeout: float = LOCAL_TIMEOUT_S) -> str:
-        return run_git(args, cwd=dest, step=step, timeout=timeout, config=remote)
+        return run_git(args, cwd=dest, step=step, timeout=timeout, watch=watch, config=remote)
 
-    run_git(["init", "-q", "--template=", str(dest)], step=step, timeout=LOCAL_TIMEOUT_S)
+    init = ["init", "-q", "--template=", str(dest)]
+    run_git(init, step=step, timeout=LOCAL_TIMEOUT_S, watch=None)
     try:
         git_here(
             [

@@ -13,7 +13,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from mcp_server.source.gitrun import LOCAL_TIMEOUT_S, run_git
+from mcp_server.children.git import LOCAL_TIMEOUT_S, run_git
 
 REFERENCE_DISTRIBUTION = "automl-refengine"
 REFERENCE_VERSION = "0.1.0"
@@ -54,7 +54,8 @@ class SourceRepository:
         return self.bare.resolve().as_uri()
 
     def _git(self, *args: str, cwd: Path | None = None) -> str:
-        return run_git(list(args), cwd=cwd, step="source repository", timeout=LOCAL_TIMEOUT_S)
+        step = "source repository"
+        return run_git(list(args), cwd=cwd, step=step, timeout=LOCAL_TIMEOUT_S, watch=None)
 
     def head(self, branch: str) -> str:
         return self._git("rev-parse", f"refs/heads/{branch}", cwd=self.bare)

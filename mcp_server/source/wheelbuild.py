@@ -7,11 +7,9 @@ again gives the same bytes (and the same sha256).
 from __future__ import annotations
 
 import base64
-import functools
 import hashlib
 import os
 import re
-import subprocess
 import sys
 import zipfile
 from dataclasses import dataclass
@@ -22,13 +20,11 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from mcp_server.childwatch import NO_PROMPT, Stalled, wait_watched
+from mcp_server.children.bound import Watch
+from mcp_server.children.causes import dependency_failure
+from mcp_server.children.uv import log_tail, run_logged, uv_binary, uv_refusal
 from mcp_server.errors import SetupError
-from mcp_server.fsutil import open_log, storage_cause, storage_remedy
-from mcp_server.procwait import wait_exit
-from mcp_server.redact import redact_text
 from mcp_server.source.profile import EngineProfile, confusable_note
-from mcp_server.source.transport import declared_vcs, dependency_failure, stall_refusal
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -36,26 +32,6 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 BUILD_TIMEOUT_S = 1800.0
-
-
-def uv_binary() -> str:
-    """The uv executable that ships with automl-setup (a dependency), never a random one."""
-    from uv import find_uv_bin
-
-    return find_uv_bin()
-
-
-@functools.cache
-def uv_version() -> str:
-    out = subprocess.run(
-        [uv_binary(), "--version"],
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-        check=True,
-        timeout=60,
-    )
-    return out.stdout.strip()
 
 
 def sha256_file(path: Path) -> str:
@@ -108,9 +84,10 @@ def build_backend(source_dir: Path) -> str:
 
 
 def build_wheel(
-    source_dir: Path, out_dir: Path, commit_time: int, python: str, log_path: Path
+    source_dir: Path, out_dir: Path, commit_time: int, python: str, log_path: Path, watch: Watch
 ) -> BuiltWheel:
-    """`uv build --wheel` with SOURCE_DATE_EPOCH; the build log goes to `log_path`."""
+    """`uv build --wheel` with SOURCE_DATE_EPOCH; the build log goes to `log_path`; its
+    fetches of build requirements are given up on under `watch`'s stall bound."""
     backend = build_backend(source_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, SOURCE_DATE_EPOCH=str(commit_time), PYTHONHASHSEED="0")
@@ -118,11 +95,11 @@ def build_wheel(
     argv = [uv_binary(), "build", "--wheel", "--no-progress", "--python", python]
     argv += ["--out-dir", str(out_dir), "--", str(source_dir)]
     returncode = run_logged(
-        argv, log_path, step="build", env=env, cwd=source_dir, timeout=BUILD_TIMEOUT_S
+        argv, log_path, step="build", env=env, cwd=source_dir, timeout=BUILD_TIMEOUT_S, watch=watch
     )
     wheels = sorted(out_dir.glob("*.whl"))
     if returncode != 0 or len(wheels) != 1:
-        tail = _tail(log_path)
+        tail = log_tail(log_path)
         cause = f"building the wheel failed (uv build exit {returncode}, backend {backend})"
         if dependency_failure(log_path.read_text(encoding="utf-8", errors="replace")):
             raise uv_refusal("build", log_path, cause, "")  # a build requirement from git
@@ -161,97 +138,6 @@ def _network_failure(log_path: Path) -> bool:
     return any(
         _NETWORK_FAILURE.search(line) for line in chain if line.startswith(("error:", "cause:"))
     )
-
-
-def run_logged(
-    argv: list[str],
-    log_path: Path,
-    *,
-    step: str,
-    env: dict[str, str],
-    timeout: float,
-    cwd: Path | None = None,
-) -> int:
-    """Run a tool with stdin closed and all its output appended to `log_path` (never to our
-    stdout, which may be an MCP channel); a timeout is a failed step. Like git (gitsource),
-    the tool and the git and ssh it starts for a VCS dependency run in a session of their
-    own, without a terminal or an askpass program, and are stopped when they stall."""
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    env = {**env, **NO_PROMPT, "LANGUAGE": "C", "LC_ALL": "C.UTF-8"}  # git's words, in English
-    # Popen and wait_exit rather than subprocess.run(timeout=...): that one notices the exit
-    # up to 50 ms late (procwait.py), twice per install.
-    with (
-        os.fdopen(open_log(log_path), "ab") as log,
-        subprocess.Popen(
-            argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-            cwd=cwd, start_new_session=True,
-        ) as proc,
-    ):  # fmt: skip
-        try:
-            return wait_watched(proc, timeout, step, lambda s: wait_exit(proc, s), proc.wait)
-        except Stalled as exc:
-            # Its whole session was stopped: uv's own git and ssh too (nothing left behind).
-            raise stall_refusal(step, None, exc.stall, details=_tail(log_path, 3)) from None
-        except subprocess.TimeoutExpired:
-            raise SetupError(
-                step,
-                f"{Path(argv[0]).name} took longer than {timeout:.0f} s and was stopped",
-                "check the network and the machine's load, then run the install again",
-            ) from None
-
-
-UV_TIMEOUT_S = 1800.0
-UV_REMEDY = (
-    "see the uv messages below; fix the cause (network, disk, dependency conflict) and run the "
-    "install again"
-)
-
-
-def run_uv(
-    argv: list[str],
-    log_path: Path,
-    *,
-    step: str,
-    cause: str = "uv exited with status {returncode}",
-    remedy: str = UV_REMEDY,
-    requires_dist: tuple[str, ...] = (),
-    timeout: float = UV_TIMEOUT_S,
-) -> None:
-    """uv (outside any active virtual environment), logged to `log_path`; a failure raises
-    `cause` (with `{returncode}`) and `remedy` with uv's last lines, or names the VCS
-    dependency it could not fetch (uv_refusal)."""
-    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
-    returncode = run_logged(argv, log_path, step=step, env=env, timeout=timeout)
-    if returncode != 0:
-        raise uv_refusal(step, log_path, cause.format(returncode=returncode), remedy, requires_dist)
-
-
-def uv_refusal(
-    step: str, log_path: Path, cause: str, remedy: str, requires_dist: tuple[str, ...] = ()
-) -> SetupError:
-    """A failed uv run: a VCS dependency it could not fetch, named (by the URL the engine's
-    `requires_dist` declares, where it does) with the transport's own cause and remedy
-    (transport.py); anything else as `cause` and `remedy`, with uv's last lines."""
-    text = log_path.read_text(encoding="utf-8", errors="replace")
-    found = dependency_failure(text, declared_vcs(requires_dist))
-    if found is None:
-        storage = storage_cause(text, log_path.parent)  # uv names the file it could not write
-        remedy = storage_remedy(*storage) or remedy if storage else remedy
-        return SetupError(step, cause, remedy, details=_tail(log_path))
-    named = f"{found.name} ({found.url})" if found.name else found.url
-    said = next((line for line in text.splitlines() if line.startswith("error:")), "")
-    return SetupError(
-        step,
-        f"uv could not fetch the engine's dependency {named}: {found.failure.cause}",
-        f"{found.failure.remedy}; uv runs git with your own git and ssh settings, so what "
-        f"makes `git ls-remote {found.url}` work makes this work",
-        details=[f"git said: {found.failure.reason}", *([f"uv said: {said}"] if said else [])],
-    )
-
-
-def _tail(log_path: Path, lines: int = 12) -> list[str]:
-    text = log_path.read_text(encoding="utf-8", errors="replace")
-    return [redact_text(line) for line in text.splitlines()[-lines:]]
 
 
 def read_wheel_metadata(wheel: Path) -> WheelMetadata:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from mcp_server.children.bound import Watch
 from mcp_server.errors import SetupError
 from mcp_server.experiments.binding import read_binding
 from mcp_server.experiments.files import ExperimentFiles, require_experiment
@@ -58,6 +59,7 @@ def track_experiment(request: TrackRequest, progress: Progress | None = None) ->
     binding = read_binding(files)
     tags = build_tags(binding, str(files.workspace))
     query = StatusQuery(experiment_id=request.experiment_id, workspace=request.workspace)
+    watch = Watch.of(request.stall_timeout, progress)  # the lock's resolution reaches an index
 
     def report() -> bytes:
         page = gather_report(request.experiment_id, request.workspace)
@@ -68,7 +70,7 @@ def track_experiment(request: TrackRequest, progress: Progress | None = None) ->
     @functools.cache  # resolved once a call: the bound closure's lock never changes
     def lock() -> bytes | None:
         try:
-            return bound_lock(binding)[0].encode("utf-8")
+            return bound_lock(binding, watch)[0].encode("utf-8")
         except SetupError as exc:  # an old binding, a wheel gone from the store: said, not fatal
             notes.append(f"pylock.toml not uploaded: {exc.step}: {exc.cause}")
             return None

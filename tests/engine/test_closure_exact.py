@@ -21,10 +21,10 @@ from support.engines import make_venv, site_packages
 from support.experiments import Experiment, Reaper, make_interrupted, write_manifest
 from support.trees import env_snapshot
 
+from mcp_server.children.uv import uv_binary
 from mcp_server.environment.probe import probe_interpreter
 from mcp_server.faces.mcp.server import server
 from mcp_server.source.profile import tomllib
-from mcp_server.source.wheelbuild import uv_binary
 
 pytestmark = pytest.mark.slow
 

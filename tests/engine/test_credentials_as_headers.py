@@ -22,6 +22,7 @@ import pytest
 from mcp import Client
 from support.cli import run_cli
 
+from mcp_server.children.bound import Watch
 from mcp_server.errors import SetupError
 from mcp_server.faces.mcp.server import server
 from mcp_server.redact import redact_text
@@ -147,7 +148,7 @@ def test_fetch_sends_the_credential_as_a_header_only(
     dest = tmp_path / "checkout"
     with pytest.raises(SetupError) as refused:
         gitsource.fetch_commit(
-            RepositoryUrl(https_remote.url), CommitId("a" * 40), Subdirectory("."), dest
+            RepositoryUrl(https_remote.url), CommitId("a" * 40), Subdirectory("."), dest, Watch()
         )
     assert refused.value.step == "fetch"
     assert SECRET not in refused.value.full_text()

@@ -21,8 +21,8 @@ from support.closure import IDX, package
 from support.engines import site_packages
 from support.trees import tree_digest
 
+from mcp_server.children.uv import uv_binary
 from mcp_server.source.sourcerepo import REFERENCE_IMPORT, SourceRepository
-from mcp_server.source.wheelbuild import uv_binary
 
 pytestmark = pytest.mark.slow
 DEP_FILE = "automl_fixture_idx/__init__.py"

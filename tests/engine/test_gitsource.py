@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from mcp_server.children.bound import Watch
+from mcp_server.children.git import run_git
 from mcp_server.errors import ExitCode, InvalidInput, SetupError
 from mcp_server.source import gitsource
-from mcp_server.source.gitrun import run_git
 from mcp_server.source.gitsource import FetchedSource, Resolution
 from mcp_server.source.sourcerepo import SourceRepository
 from mcp_server.values import BranchName, CommitId, RepositoryUrl, Subdirectory
@@ -22,12 +23,12 @@ validate_repository_url, validate_subdirectory = RepositoryUrl, Subdirectory
 
 def resolve_branch(url: str, branch: str) -> Resolution:
     """The core call with its values built the way both faces build them."""
-    return gitsource.resolve_branch(RepositoryUrl(url), BranchName(branch))
+    return gitsource.resolve_branch(RepositoryUrl(url), BranchName(branch), Watch())
 
 
 def fetch_commit(url: str, commit: str, subdirectory: str, dest: Path) -> FetchedSource:
     return gitsource.fetch_commit(
-        RepositoryUrl(url), CommitId(commit), Subdirectory(subdirectory), dest
+        RepositoryUrl(url), CommitId(commit), Subdirectory(subdirectory), dest, Watch()
     )
 
 
@@ -187,6 +188,7 @@ def test_git_itself_refuses_ext_transport_even_without_validation(tmp_path: Path
             ["ls-remote", "--end-of-options", f"ext::sh -c touch% {payload}"],
             step="resolve",
             timeout=30,
+            watch=Watch(),
         )
     assert "not allowed" in info.value.remedy or "not allowed" in info.value.cause
     assert not payload.exists()
@@ -200,6 +202,7 @@ def test_option_looking_values_after_end_of_options_are_inert(tmp_path: Path) ->
         ["ls-remote", "--end-of-options", repo.url, f"--upload-pack=touch {payload}"],
         step="resolve",
         timeout=30,
+        watch=Watch(),
     )
     assert out == ""  # treated as a (non-matching) ref pattern, not as an option
     assert not payload.exists()

@@ -15,6 +15,7 @@ from support.cli import CliResult, profile_args, run_cli
 from support.engines import engine_marker
 from support.trees import env_snapshot
 
+from mcp_server.children.bound import Watch
 from mcp_server.environment.install import InstallResult
 from mcp_server.errors import ExitCode, InvalidInput
 from mcp_server.requests import InstallRequest
@@ -512,7 +513,11 @@ def test_rebuild_of_the_same_commit_gives_the_same_wheel(
     wheels = []
     for name in ("one", "two"):
         fetched = fetch_commit(
-            RepositoryUrl(source_repo.url), CommitId(commit), Subdirectory(SUB), tmp_path / name
+            RepositoryUrl(source_repo.url),
+            CommitId(commit),
+            Subdirectory(SUB),
+            tmp_path / name,
+            Watch(),
         )
         wheels.append(
             build_wheel(
@@ -521,6 +526,7 @@ def test_rebuild_of_the_same_commit_gives_the_same_wheel(
                 fetched.commit_time,
                 sys.executable,
                 tmp_path / f"build-{name}.log",
+                Watch(),
             )
         )
     one, two = wheels

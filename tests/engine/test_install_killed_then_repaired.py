@@ -21,13 +21,13 @@ from support.engines import engine_marker, site_packages
 from support.install_process import Install
 from support.trees import env_snapshot
 
+from mcp_server.children.uv import uv_binary
 from mcp_server.environment.transaction import PAUSE_POINTS
 from mcp_server.source.sourcerepo import (
     REFERENCE_DISTRIBUTION,
     SourceRepository,
     reference_engine_source,
 )
-from mcp_server.source.wheelbuild import uv_binary
 
 pytestmark = pytest.mark.slow
 

@@ -21,6 +21,7 @@ from support.cli import profile_args, run_cli
 from support.engines import engine_marker, make_venv
 from support.trees import tree_digest
 
+from mcp_server.children.bound import Watch
 from mcp_server.environment.target import TargetEnv
 from mcp_server.errors import SetupError
 from mcp_server.source.sourcerepo import SourceRepository
@@ -355,7 +356,7 @@ def test_a_build_that_cannot_download_its_backend_blames_the_network(
     monkeypatch.setenv("UV_NO_CONFIG", "1")
     monkeypatch.delenv("UV_OFFLINE", raising=False)
     with pytest.raises(SetupError) as refused:
-        build_wheel(source, tmp_path / "dist", 0, sys.executable, tmp_path / "build.log")
+        build_wheel(source, tmp_path / "dist", 0, sys.executable, tmp_path / "build.log", Watch())
     error = refused.value
     assert error.step == "build"
     assert "could not download its build dependencies" in error.cause

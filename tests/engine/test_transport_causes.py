@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from mcp_server.source.transport import (
+from mcp_server.children.causes import (
     classify,
     declared_vcs,
     dependency_failure,
@@ -113,7 +113,7 @@ def test_an_unknown_failure_is_left_to_gits_own_words() -> None:
 
 
 def test_an_unknown_ssh_failure_quotes_ssh_not_gits_generic_trailer() -> None:
-    from mcp_server.source.gitrun import _git_cause
+    from mcp_server.children.git import _git_cause
 
     stderr = "kex_exchange_identification: Connection closed by remote host\n" + SSH_TRAILER
     assert classify(stderr, SSH_URL) is None

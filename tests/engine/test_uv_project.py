@@ -16,8 +16,8 @@ import yaml
 from support.cli import profile_args, run_cli
 from support.experiments import Experiment, assert_refused_once, freeze, manifest_data
 
+from mcp_server.children.uv import uv_binary
 from mcp_server.source.sourcerepo import SourceRepository
-from mcp_server.source.wheelbuild import uv_binary
 
 PYPROJECT = """\
 [project]

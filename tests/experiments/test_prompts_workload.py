@@ -26,11 +26,12 @@ from support.experiments import (
 )
 from support.trees import env_snapshot
 
+from mcp_server.children.uv import uv_binary
 from mcp_server.environment.gepa_pin import GEPA_PIN
 from mcp_server.environment.identity import compute_identity_digest
 from mcp_server.environment.records import BuildIdentity, EnvironmentInfo, SourceIdentity
 from mcp_server.source.sourcerepo import SourceRepository, reference_engine_source
-from mcp_server.source.wheelbuild import tomllib, uv_binary
+from mcp_server.source.wheelbuild import tomllib
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ENGINE_PYPROJECT = "packages/automl-core/pyproject.toml"

@@ -12,8 +12,8 @@ from support.cli import profile_args, run_cli
 from support.experiments import manifest_data, write_manifest
 from support.trees import env_snapshot
 
+from mcp_server.children.uv import uv_binary
 from mcp_server.source.sourcerepo import REFERENCE_DISTRIBUTION, SourceRepository
-from mcp_server.source.wheelbuild import uv_binary
 
 pytestmark = pytest.mark.slow
 

@@ -50,7 +50,7 @@ TOOLS = {
     "status_experiment": (True, False, True, False),
     "list_experiments": (True, False, True, False),
     "history_engine": (True, False, True, False),
-    "repair_engine": (False, True, True, False),
+    "repair_engine": (False, True, True, True),
     "stop_experiment": (False, True, False, False),
     "logs_experiment": (True, False, True, False),
     "report_experiment": (False, False, True, False),

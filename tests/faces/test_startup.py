@@ -19,11 +19,12 @@ import pytest
 from support.cli import profile_args
 from support.refengine import manifest_data, write_manifest
 
+from mcp_server.children.bound import Watch
+from mcp_server.children.git import run_git
+from mcp_server.children.run import wait_exit
 from mcp_server.errors import SetupError
 from mcp_server.faces.mcp.catalog import live_catalog, render
 from mcp_server.faces.mcp.sdk import CATALOG_PATH
-from mcp_server.procwait import wait_exit
-from mcp_server.source.gitrun import run_git
 from mcp_server.source.sourcerepo import REFERENCE_DISTRIBUTION, SourceRepository
 
 # Runs the command line as `automl-setup ARGS` would, then prints the modules it imported on
@@ -160,7 +161,7 @@ def test_a_git_past_its_timeout_is_stopped_with_its_helpers(
     shim.chmod(0o755)
     monkeypatch.setenv("PATH", f"{shim.parent}{os.pathsep}{os.environ['PATH']}")
     with pytest.raises(SetupError) as caught:
-        run_git(["fetch"], step="fetch", timeout=3.0)
+        run_git(["fetch"], step="fetch", timeout=3.0, watch=Watch())
     assert "git took longer than 3 s and was stopped" in caught.value.cause
     started = [int(pid) for pid in pids.read_text().split()]
     assert len(started) == 2, started  # git and its helper: else nothing below is checked

@@ -28,8 +28,7 @@ FOUNDATION = {
     "redact",
     "fsutil",
     "persisted",
-    "procwait",
-    "childwatch",
+    "children",
     "_version",
     "scratch",
     "values",
@@ -110,6 +109,34 @@ def imports(path: Path) -> set[str]:
         elif isinstance(node, ast.Import):
             found |= {a.name for a in node.names if a.name.startswith("mcp_server")}
     return found
+
+
+# What starts a program: only mcp_server/children/ may call these (the MCP server's own fork
+# into a session of its own, faces/mcp/lifecycle.py, runs no other program).
+SPAWNS = {
+    ("subprocess", "run"), ("subprocess", "Popen"), ("subprocess", "call"),
+    ("subprocess", "check_call"), ("subprocess", "check_output"), ("os", "system"),
+    ("os", "popen"), ("os", "posix_spawn"), ("os", "posix_spawnp"),
+}  # fmt: skip
+
+
+def test_only_the_children_package_starts_processes() -> None:
+    """One home for child processes: every other module asks mcp_server/children/ to start
+    one (with its step, limit and stall bound), never subprocess or os itself."""
+    found = [
+        f"{dotted(path)}:{call.lineno} {call.func.value.id}.{call.func.attr}"
+        for path in modules()
+        if "children" not in path.relative_to(PACKAGE).parts
+        for call in ast.walk(ast.parse(path.read_text()))
+        if isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Attribute)
+        and isinstance(call.func.value, ast.Name)
+        and (
+            (call.func.value.id, call.func.attr) in SPAWNS
+            or (call.func.value.id == "os" and call.func.attr.startswith(("spawn", "exec")))
+        )
+    ]
+    assert found == [], found
 
 
 def test_layers_import_only_downward() -> None:

@@ -31,8 +31,8 @@ from support.release import (
     uvx_command,
 )
 
+from mcp_server.children.uv import uv_binary
 from mcp_server.skills.sync import manifest
-from mcp_server.source.wheelbuild import uv_binary
 
 pytestmark = pytest.mark.slow
 CATALOG = REPO_ROOT / "mcp_server" / "faces" / "mcp" / "catalog.json"

@@ -33,12 +33,12 @@ from support.release import (
 )
 from support.trees import snapshot
 
+from mcp_server.children.uv import uv_binary
 from mcp_server.source.sourcerepo import (
     REFERENCE_DISTRIBUTION,
     create_reference_repository,
     quadratic_manifest,
 )
-from mcp_server.source.wheelbuild import uv_binary
 
 pytestmark = pytest.mark.slow
 # The release after this checkout's version (0.2.0 after 0.2.0.dev0; 0.2.1 after 0.2.0).

@@ -5,6 +5,7 @@ waits and nothing left behind; a slow but moving transfer is never cut off."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -14,7 +15,9 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from support.cli import run_cli
-from support.engines import engine_marker
+from support.closure import IDX, package
+from support.engines import engine_marker, install_main, site_packages
+from support.install_process import Install
 from support.mcp import ProgressLog
 from support.remotes import (
     DEPENDENCY,
@@ -26,6 +29,9 @@ from support.remotes import (
     refusal_lines,
     scratch_left,
 )
+
+from mcp_server.children.uv import uv_binary
+from mcp_server.source.sourcerepo import SourceRepository
 
 Start = Callable[..., StallingServer]
 
@@ -215,3 +221,72 @@ def test_a_dependency_fetch_that_stalls_is_given_up_on(
     assert "git-remote-https" in first
     assert not target.exists()
     assert scratch_left(scratch) == []
+
+
+@pytest.fixture
+def index_versions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A find-links folder with a package at 1.0 and at 2.0 (every CLI process inherits it)."""
+    links = tmp_path / "find-links"
+    links.mkdir()
+    for version in ("1.0", "2.0"):
+        project = package(tmp_path / f"idx-{version}", IDX, version, [], version)
+        argv = [uv_binary(), "build", "--wheel", "--quiet", "--out-dir", str(links)]
+        subprocess.run([*argv, str(project)], check=True, capture_output=True)
+    monkeypatch.setenv("UV_FIND_LINKS", str(links))
+    return links
+
+
+@pytest.mark.slow
+def test_a_repair_whose_index_stalls_is_given_up_on_at_its_bound(
+    index_versions: Path, stalling_server: Start, tmp_path: Path
+) -> None:
+    """An install of an engine that moves a dependency from 1.0 to 2.0 is killed once uv has
+    installed it; repair must put 1.0 back with uv, from an index that accepts and never
+    answers: given up on at the bound repair was given, naming the peer and that bound, the
+    journal kept; a repair that can reach the package then finishes the rollback."""
+    repo = SourceRepository(tmp_path / "repo")
+    repo.commit_engine("main", marker="main-1", dependencies=[f"{IDX}==1.0"])
+    repo.commit_engine("dev/next", base="main", marker="dev-next-1", dependencies=[f"{IDX}==2.0"])
+    env_dir = install_main(tmp_path / "env", repo)
+    run = Install(repo, env_dir, tmp_path, pause_at="uv-installed")
+    run.wait_paused("uv-installed")
+    run.kill()
+    assert _version(env_dir) == "2.0"
+    journal = env_dir / ".automl-setup" / "journal.json"
+    kept = journal.read_bytes()
+
+    silent = stalling_server("silent")
+    empty = tmp_path / "empty-links"
+    empty.mkdir()
+    unreachable = {  # only the silent index holds the package: no find-links, no cache
+        "UV_INDEX_URL": f"http://127.0.0.1:{silent.port}/simple",
+        "UV_FIND_LINKS": str(empty),
+        "UV_CACHE_DIR": str(tmp_path / "empty-cache"),
+        "TMPDIR": str(run.tmpdir),
+    }
+    started = time.monotonic()
+    refused = run_cli("repair", "--python", str(env_dir), "--stall-timeout", "3", env=unreachable)
+    took = time.monotonic() - started
+    assert refused.code == 1, refused.output
+    assert took < 20, took  # uv's own read timeout is 30 s: the bound given was the one held
+    first, remedy, _ = refusal_lines(refused.stderr)
+    assert first.startswith("error: rollback: the rollback failed"), first
+    assert f"rollback: 127.0.0.1:{silent.port} stopped answering: no progress for" in first
+    assert "--stall-timeout, now 3 s" in remedy, remedy
+    assert f"then run automl-setup repair --python {env_dir}" in remedy, remedy
+    assert silent.connections >= 1
+    assert journal.read_bytes() == kept  # the journal stays for the next repair
+    assert _version(env_dir) == "2.0"  # uv was stopped before it changed anything
+
+    done = run_cli("repair", "--python", str(env_dir), env={"TMPDIR": str(run.tmpdir)})
+    assert done.code == 0, done.output
+    assert "was rolled back; the previous engine is restored" in done.stdout
+    assert not journal.exists()
+    assert _version(env_dir) == "1.0"
+    assert engine_marker(env_dir) == "main-1"
+
+
+def _version(env_dir: Path) -> str:
+    found = list(site_packages(env_dir).glob(f"{IDX.replace('-', '_')}-*.dist-info"))
+    assert len(found) == 1, found
+    return found[0].name.removesuffix(".dist-info").rsplit("-", 1)[1]

@@ -191,7 +191,7 @@ NOT_STATE = {
     ("skills/sync.py", "tempfile.mkstemp"): "the project's skill mirrors (exclusive temp)",
     ("skills/sync.py", "os.fdopen"): "the descriptor mkstemp made",
     ("source/wheelbuild.py", "path.open"): "hashes a file the caller names (stored wheels: fsutil)",
-    ("source/wheelbuild.py", "os.fdopen"): "the descriptor fsutil.open_log made",
+    ("children/uv.py", "os.fdopen"): "the descriptor fsutil.open_log made",
     ("source/sourcerepo.py", "pyproject.write_text"): "the demo's and tests' own new repository",
     (
         "source/sourcerepo.py",

@@ -14,10 +14,10 @@ import pytest
 from support.cli import run_cli
 from support.trees import env_snapshot
 
+from mcp_server.children.uv import uv_binary
 from mcp_server.environment.records import SourceIdentity
 from mcp_server.errors import SetupError
 from mcp_server.redact import REDACTED, redact_text, strip_credentials
-from mcp_server.source.wheelbuild import uv_binary
 
 SECRET = "s3cr3t-T0KEN"
 # Port 9 (discard) on loopback: nothing listens, so git fails fast without leaving the machine.

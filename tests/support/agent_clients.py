@@ -16,7 +16,7 @@ from pathlib import Path
 import yaml
 from support.cli import REPO_ROOT, outside_env
 
-from mcp_server.source.wheelbuild import uv_binary
+from mcp_server.children.uv import uv_binary
 
 CLIENTS_ENV, REQUIRE_ENV = "AUTOML_AGENT_CLIENTS", "AUTOML_REQUIRE_AGENT_CLIENTS"
 CLIENT_TIMEOUT_S = 180

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from support.cli import profile_args, run_cli
 
+from mcp_server.children.uv import uv_binary
 from mcp_server.source.sourcerepo import SourceRepository
-from mcp_server.source.wheelbuild import uv_binary
 
 DEPA, DEPB, IDX = "automl-fixture-depa", "automl-fixture-depb", "automl-fixture-idx"
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from support.cli import REPO_ROOT, profile_args, run_cli
 
+from mcp_server.children.uv import uv_binary
 from mcp_server.source.sourcerepo import SourceRepository
-from mcp_server.source.wheelbuild import uv_binary
 
 
 def make_venv(path: Path) -> Path:

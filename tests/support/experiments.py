@@ -291,7 +291,7 @@ def installed_file(env: Path, name: str) -> Path:
 
 def plain_engine_env(tmp_path: Path, source_repo: SourceRepository) -> Path:
     """A venv where the engine wheel was installed by plain `uv pip install`: no record."""
-    from mcp_server.source.wheelbuild import uv_binary
+    from mcp_server.children.uv import uv_binary
 
     uv = uv_binary()
     source = source_repo.work / source_repo.subdirectory

@@ -28,8 +28,8 @@ from types import ModuleType
 from support.cli import REPO_ROOT
 from support.remotes import LOOPBACK, free_port, stop_process
 
+from mcp_server.children.uv import uv_binary
 from mcp_server.source.profile import tomllib
-from mcp_server.source.wheelbuild import uv_binary
 
 DISTRIBUTION = "automl-setup"
 # The manifests that carry the distribution's version beside pyproject.toml (a test in

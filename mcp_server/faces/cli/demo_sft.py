@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 from collections.abc import Callable
 from importlib import metadata
@@ -23,6 +22,7 @@ from typing import Any
 import yaml
 
 from mcp_server import operations
+from mcp_server.children.run import run_to
 from mcp_server.errors import SetupError
 from mcp_server.experiments.files import ExperimentFiles
 from mcp_server.experiments.trials import Trial, read_trials, sft_outcomes
@@ -74,12 +74,9 @@ def create_torch_env(env: Path, requirement: str, log: Path) -> None:
                 requirement,
             ],
         ):
-            done = subprocess.run(
-                argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                timeout=PIP_TIMEOUT_S, check=False,
-            )  # fmt: skip
-            if done.returncode != 0:
-                raise DemoFailure(f"`{' '.join(argv)}` failed (exit {done.returncode}); see {log}")
+            code = run_to(argv, step="demo", timeout=PIP_TIMEOUT_S, watch=None, stdout=out)
+            if code != 0:
+                raise DemoFailure(f"`{' '.join(argv)}` failed (exit {code}); see {log}")
 
 
 def example_manifest(workdir: Path) -> tuple[Path, str]:

@@ -161,12 +161,16 @@ ROWS: tuple[Row, ...] = (
         "not an error.",
         "automl-setup repair --python .venv-train",
         "Repair an interrupted install",
-        # Rolls the environment back; a second call finds nothing to repair.
-        Hints(read_only=False, destructive=True, idempotent=True, open_world=False),
+        # Rolls the environment back; a second call finds nothing to repair; uv may fetch the
+        # previous dependency versions from an index.
+        Hints(read_only=False, destructive=True, idempotent=True, open_world=True),
+        flags=STALL_FLAG,
         mcp=Tool(
             "Roll back an install into `python` that was killed halfway (or finish one whose "
             "record was already written), so the previous engine is back exactly; says so when "
-            "there is nothing to repair. Refused while an install is running.",
+            "there is nothing to repair. Refused while an install is running. uv putting back "
+            "the previous dependency versions is given up on after `stall_timeout` seconds "
+            "without progress.",
         ),
     ),
     Row(

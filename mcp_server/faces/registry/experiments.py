@@ -323,7 +323,11 @@ ROWS: tuple[Row, ...] = (
         "Track an experiment in MLflow",
         # Runs and artifacts on a server elsewhere; what is already there is only completed.
         Hints(read_only=False, destructive=False, idempotent=True, open_world=True),
-        flags={"tracking_uri": Flag(metavar="URI"), "interval": Flag(metavar="SECONDS")},
+        flags={
+            "tracking_uri": Flag(metavar="URI"),
+            "interval": Flag(metavar="SECONDS"),
+            **STALL_FLAG,
+        },
         mcp=Tool(
             "Write one experiment to an MLflow tracking server: a parent run, a nested run per "
             "trial (params, metrics, status, times), the bound engine build as automl.engine.* "

@@ -1,6 +1,7 @@
 """The stall watchdog on real child processes: one that waits on nothing is given up on after
 the bound, one that writes slowly or works its CPU is never cut off, and a silent TCP server
-is named as what the child waited on, with nothing received."""
+is named as what the child waited on, with nothing received; the bound is the one the call is
+given, and a local child (no bound) is held to its time limit alone."""
 
 from __future__ import annotations
 
@@ -13,8 +14,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from mcp_server.childwatch import SAMPLE_S, Stalled, Watchdog, connections, network_watch
-from mcp_server.source.transport import stall_refusal
+from mcp_server.children.bound import DEFAULT_STALL_S, Watch
+from mcp_server.children.causes import stall_refusal
+from mcp_server.children.run import run_captured
+from mcp_server.children.tree import connections
+from mcp_server.children.watch import SAMPLE_S, Stalled, Watchdog
 
 PY = sys.executable
 
@@ -103,13 +107,14 @@ def _server(first: bytes) -> Iterator[int]:
     listener.close()
 
 
+def _reader(port: int) -> list[str]:
+    """A child that connects to `port` and reads whatever comes, until the peer closes."""
+    code = f"import socket\ns = socket.create_connection(('127.0.0.1', {port}))\n"
+    return [PY, "-c", code + "while s.recv(65536):\n    pass\n"]
+
+
 def test_the_silent_peer_is_named_with_nothing_received(silent_server: int) -> None:
-    code = (
-        "import socket, time\n"
-        f"s = socket.create_connection(('127.0.0.1', {silent_server}))\n"
-        "s.recv(1)\n"
-    )
-    _took, stall, _said = _watch([PY, "-c", code], bound=2.0, limit=20)
+    _took, stall, _said = _watch(_reader(silent_server), bound=2.0, limit=20)
     assert stall is not None
     found = stall.stall.connections
     assert [c.peer for c in found] == [f"127.0.0.1:{silent_server}"], found
@@ -124,22 +129,14 @@ def test_the_silent_peer_is_named_with_nothing_received(silent_server: int) -> N
 
 
 def test_what_had_arrived_before_it_went_quiet_is_counted(quiet_server: int) -> None:
-    code = (
-        "import socket\n"
-        f"s = socket.create_connection(('127.0.0.1', {quiet_server}))\n"
-        "got = 0\nwhile True:\n    got += len(s.recv(65536))\n"
-    )
-    _took, stall, _said = _watch([PY, "-c", code], bound=2.0, limit=20)
+    _took, stall, _said = _watch(_reader(quiet_server), bound=2.0, limit=20)
     assert stall is not None
     assert [c.received for c in stall.stall.connections] == [5000]
     assert "4.9 KiB had arrived on it before it went quiet" in stall.stall.describe()
 
 
 def test_what_it_waits_on_is_said_while_it_waits(silent_server: int) -> None:
-    code = (
-        f"import socket\ns = socket.create_connection(('127.0.0.1', {silent_server}))\ns.recv(1)\n"
-    )
-    _took, stall, said = _watch([PY, "-c", code], bound=7.0, limit=20)
+    _took, stall, said = _watch(_reader(silent_server), bound=7.0, limit=20)
     assert stall is not None
     assert len(said) == 1, said  # at 5 s, before the bound of 7 s
     assert f"waiting on 127.0.0.1:{silent_server}" in said[0] and "giving up at 7 s" in said[0]
@@ -155,10 +152,22 @@ def test_connections_lists_only_the_tree_of_the_child(silent_server: int) -> Non
             proc.wait()
 
 
-def test_the_watch_of_an_operation_is_scoped_to_it() -> None:
-    from mcp_server.childwatch import DEFAULT_STALL_S, current_watch
+def test_a_call_is_held_to_the_bound_it_passes() -> None:
+    assert Watch.of(None).stall_s == DEFAULT_STALL_S and Watch.of(5.0).stall_s == 5.0
+    sleeper = [PY, "-c", "import time; time.sleep(60)"]
+    started = time.monotonic()
+    with pytest.raises(Stalled) as caught:
+        run_captured(sleeper, timeout=30, step="fetch", watch=Watch(2.0))
+    took = time.monotonic() - started
+    assert 2.0 <= took < 5.0, took
+    assert caught.value.stall.bound_s == 2.0
 
-    assert current_watch().stall_s == DEFAULT_STALL_S
-    with network_watch(5.0):
-        assert current_watch().stall_s == 5.0
-    assert current_watch().stall_s == DEFAULT_STALL_S
+
+def test_a_local_child_is_held_to_its_time_limit_alone() -> None:
+    quiet = [PY, "-c", "import time; time.sleep(3); print('done')"]
+    # Quiet for longer than a 1 s bound would allow: without a bound, it runs to its end.
+    assert run_captured(quiet, timeout=30, watch=None).stdout == "done\n"
+    started = time.monotonic()
+    with pytest.raises(subprocess.TimeoutExpired):
+        run_captured([PY, "-c", "import time; time.sleep(60)"], timeout=2.0, watch=None)
+    assert 2.0 <= time.monotonic() - started < 5.0

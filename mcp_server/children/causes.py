@@ -19,7 +19,7 @@ from urllib.parse import urlsplit, urlunsplit
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from mcp_server.childwatch import Stall
+from mcp_server.children.watch import Stall
 from mcp_server.errors import Arg, SetupError
 from mcp_server.redact import redact_text, strip_credentials
 from mcp_server.values import SCP_URL

@@ -1,6 +1,6 @@
-"""Running git: an argv list (no shell), stdin closed, no terminal and no prompt, the transport
-allow-list enforced by git itself (GIT_ALLOW_PROTOCOL), a time limit and a stall bound
-(childwatch), and a failure told by its transport's own cause (transport.py).
+"""Running git: an argv list (no shell), stdin closed, no terminal and no prompt (run.py), the
+transport allow-list enforced by git itself (GIT_ALLOW_PROTOCOL), a time limit and the call's
+stall bound, and a failure told by its transport's own cause (causes.py).
 """
 
 from __future__ import annotations
@@ -10,16 +10,18 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from mcp_server.childwatch import NO_PROMPT, Stalled, wait_watched
-from mcp_server.errors import SetupError
-from mcp_server.redact import redact_text
-from mcp_server.source.transport import (
+from mcp_server.children.bound import Watch
+from mcp_server.children.causes import (
     SSH_KINDS,
     TransportFailure,
     classify,
     endpoint,
     stall_refusal,
 )
+from mcp_server.children.run import NO_PROMPT, run_captured
+from mcp_server.children.watch import Stalled
+from mcp_server.errors import SetupError
+from mcp_server.redact import redact_text
 
 NETWORK_TIMEOUT_S = 900.0
 LOCAL_TIMEOUT_S = 120.0
@@ -28,7 +30,7 @@ LOCAL_TIMEOUT_S = 120.0
 def git_environment() -> dict[str, str]:
     """Environment for every git call: transport allow-list, no prompt, no pager. The user's
     own ssh command (GIT_SSH_COMMAND, core.sshCommand), ssh config, agent, credential helpers
-    and certificate settings stay in force: git runs without a terminal instead (childwatch)."""
+    and certificate settings stay in force: git runs without a terminal instead (run.py)."""
     return {
         "GIT_ALLOW_PROTOCOL": "file:https:ssh",
         **NO_PROMPT,
@@ -61,11 +63,8 @@ def _reporter(failure: TransportFailure) -> str:
 def _local(argv: list[str]) -> subprocess.CompletedProcess[str] | None:
     """A quick local question (ssh-add, ssh -G, git config), without a terminal."""
     try:
-        return subprocess.run(
-            argv, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=5,
-            start_new_session=True, env={**os.environ, "LC_ALL": "C", **NO_PROMPT}, check=False,
-            cwd=tempfile.gettempdir(),
-        )  # fmt: skip
+        env = {**os.environ, "LC_ALL": "C", **NO_PROMPT}
+        return run_captured(argv, timeout=5, env=env, cwd=Path(tempfile.gettempdir()))
     except (OSError, subprocess.TimeoutExpired):
         return None
 
@@ -115,13 +114,15 @@ def run_git(
     cwd: Path | None = None,
     step: str,
     timeout: float,
+    watch: Watch | None,
     config: dict[str, str] | None = None,
 ) -> str:
     """Run git with an argv list; failures become a SetupError naming the step (redacted).
 
     `config` reaches git through GIT_CONFIG_KEY_n/VALUE_n: values that may hold credentials
     (a repository URL) never appear on a command line other users can read. A git that waits
-    on a remote without progress for the operation's stall bound is stopped (childwatch)."""
+    on a remote without progress for `watch`'s bound is stopped (None: a local repository,
+    the time limit alone)."""
     argv = ["git", "-c", "protocol.ext.allow=never", "-c", "core.hooksPath=/dev/null"]
     # No background maintenance in throw-away repositories: it only costs time.
     argv += ["-c", "maintenance.auto=false", "-c", "gc.auto=0", *args]
@@ -130,42 +131,30 @@ def run_git(
         env[f"GIT_CONFIG_KEY_{index}"], env[f"GIT_CONFIG_VALUE_{index}"] = key, value
     env["GIT_CONFIG_COUNT"] = str(len(config or {}))
     url = next((v for k, v in (config or {}).items() if k.endswith(".url")), "")
-    # English messages (transport.classify reads them). git's own session: no terminal to
+    # English messages (causes.classify reads them). git's own session: no terminal to
     # prompt on, and stopping it (a stall, a timeout, our interrupt) stops its helpers (ssh,
     # remote-https, upload-pack) too, so no orphan keeps our pipes open.
     full_env = {**os.environ, "LANGUAGE": "C", "LC_ALL": "C", **env}
-    with subprocess.Popen(
-        argv,
-        cwd=cwd,
-        env=full_env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    ) as proc:
-        try:
-            out, err = wait_watched(
-                proc, timeout, step, lambda s: proc.communicate(timeout=s), proc.communicate
-            )
-        except Stalled as exc:
-            raise stall_refusal(step, url, exc.stall) from None
-        except subprocess.TimeoutExpired:
-            raise SetupError(
-                step,
-                f"git took longer than {timeout:.0f} s and was stopped",
-                f"check the network and the machine's load; the {step} step changed nothing "
-                "in your environment",
-            ) from None
+    try:
+        proc = run_captured(argv, timeout=timeout, step=step, watch=watch, env=full_env, cwd=cwd)
+    except Stalled as exc:
+        raise stall_refusal(step, url, exc.stall) from None
+    except subprocess.TimeoutExpired:
+        raise SetupError(
+            step,
+            f"git took longer than {timeout:.0f} s and was stopped",
+            f"check the network and the machine's load; the {step} step changed nothing "
+            "in your environment",
+        ) from None
     if proc.returncode != 0:
-        stderr = err.strip()
+        stderr = proc.stderr.strip()
         sent = any(key.endswith(".extraHeader") for key in config or {})
         failure = classify(stderr, url, sent_credentials=sent) if url else None
         if failure is not None:
             raise TransportError(step, failure, url)
         cause = _git_cause(stderr) or f"git exited with status {proc.returncode}"
         raise SetupError(step, f"git failed: {cause}", _git_remedy(step, stderr))
-    return out.removesuffix("\n")
+    return proc.stdout.removesuffix("\n")
 
 
 # The trailer git adds to every ssh failure: the line before it is the one that says why.
