@@ -44,8 +44,9 @@ class OwnedKey(Persisted):
 
 class OwnedItem(OwnedItemV1):
     keys: list[OwnedKey] = Field(
+        default_factory=list,
         description="An entry: every key init wrote in it (the others are someone else's); "
-        "a whole file: empty."
+        "a whole file: empty.",
     )
 
 

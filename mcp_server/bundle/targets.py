@@ -7,6 +7,7 @@ engine given, the engine table of the project file (source/config.py reads it)."
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import sysconfig
@@ -142,13 +143,17 @@ def uvx_pin(value: Any) -> str | None:
 
 
 def outdated_pin(value: Any) -> str | None:
-    """Why a uvx entry is stale: it starts another version than the running automl-setup."""
+    """Why a uvx entry is stale: it starts another version than the running automl-setup (the
+    remedy keeps the entry's index: an init without it writes the entry without one)."""
     pinned = uvx_pin(value)
     if pinned is None or pinned == __version__:
         return None
+    args = [str(a) for a in value["args"]]
+    given = [b.partition("=")[2] for a, b in itertools.pairwise(args) if a == "--index"]
+    again = "".join(f" --index {url}" for url in given[:1])
     return (
         f"it starts automl-setup {pinned} (uvx --from {DISTRIBUTION}=={pinned}), and this is "
-        f"automl-setup {__version__}: `automl-setup init --launcher uvx` pins it to "
+        f"automl-setup {__version__}: `automl-setup init --launcher uvx{again}` pins it to "
         f"{__version__}"
     )
 

@@ -185,3 +185,26 @@ def test_the_project_file_index_must_be_text(tmp_path: Path, where: str) -> None
     refused = run_cli("init", "--project", str(project), "--launcher", "uvx")
     assert refused.code == 2 and "index must be a URL" in refused.output, refused.output
     assert snapshot(project) == before
+
+
+def test_an_older_pin_from_an_index_is_named_stale_with_the_index_in_its_remedy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The remedy of a stale uvx entry keeps its index: `init --launcher uvx` alone would
+    write the entry without it."""
+    from mcp_server import __version__
+    from mcp_server.bundle import targets
+    from mcp_server.bundle.init import InitRequest, run_init
+
+    project = user_project(tmp_path / "proj")
+    monkeypatch.setattr(targets, "__version__", "0.0.9")  # an older automl-setup ran init
+    run_init(InitRequest(project=project, launcher="uvx", index=INDEX))
+    assert _claude(project)["args"] == [
+        "--index", f"automl-setup={INDEX}", "--from", "automl-setup==0.0.9", "automl-setup-mcp",
+    ]  # fmt: skip
+    monkeypatch.setattr(targets, "__version__", __version__)
+    stale = run_init(InitRequest(project=project, check=True))
+    details = [i.detail for i in stale.items if i.key]
+    assert not stale.ok and len(details) == 2
+    for detail in details:
+        assert f"`automl-setup init --launcher uvx --index {INDEX}` pins it to" in detail, detail
