@@ -10,6 +10,7 @@ finds everything current writes nothing at all."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import difflib
 import json
 from collections.abc import Callable, Iterator
@@ -20,6 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from mcp_server.bundle import members
 from mcp_server.bundle.contents import Bundle, read_bundle
 from mcp_server.bundle.ownership import (
     AGENTS,
@@ -30,26 +32,28 @@ from mcp_server.bundle.ownership import (
     OwnedItem,
     State,
     judge,
-    read_record,
     write_record,
 )
 from mcp_server.bundle.targets import (
     SKILL_DIRS,
     STEP,
-    Format,
     Launcher,
     Target,
     engine_target,
+    entry_format,
+    link_on_the_way,
     missing_command,
     new_bytes,
     outdated_pin,
     read_current,
+    read_owned,
     server_command,
     server_target,
     skill_targets,
 )
+from mcp_server.bundle.uvindex import effective_index
 from mcp_server.errors import ExitCode, InvalidInput, SetupError
-from mcp_server.fsutil import atomic_write_bytes, io_failure, real_path
+from mcp_server.fsutil import atomic_write_bytes, io_failure
 from mcp_server.source.profile import load_profile
 from mcp_server.values import RepositoryUrl
 
@@ -70,6 +74,7 @@ class InitRequest:
     check: bool = False
     mcp_command: list[str] | None = None  # None: the launcher's command
     launcher: Launcher = "path"  # this installation's automl-setup-mcp, or uvx pinned to it
+    index: str | None = None  # checked (uvindex.check_index); None: the project file's, if any
     engine: dict[str, str] | None = None  # repository, and optionally the other profile fields
 
 
@@ -107,22 +112,6 @@ def project_dir(raw: Path) -> Path:
     return raw.resolve()
 
 
-def _link_on_the_way(project: Path, rel: str) -> str | None:
-    """The first symbolic link on the way to `rel` (why init will not write through it)."""
-    path = project
-    for part in Path(rel).parts:
-        path = path / part
-        if path.is_symlink():
-            target = path.readlink()
-            try:  # real_path: Path.resolve() judges a symlink loop differently on each version
-                inside = real_path(path).is_relative_to(project)
-                where = "inside the project" if inside else "outside the project"
-            except OSError:  # ELOOP
-                where = "a symlink loop"
-            return f"{path} is a symbolic link to {target} ({where}); init writes real files only"
-    return None
-
-
 def _engine(engine: dict[str, str]) -> dict[str, str]:
     raw = engine.get("repository", "")
     url = RepositoryUrl(raw)  # refuses a bad URL with its own step, cause and remedy
@@ -139,7 +128,10 @@ def _engine(engine: dict[str, str]) -> dict[str, str]:
 def _targets(request: InitRequest, bundle: Bundle, record: InitRecord | None) -> list[Target]:
     """What this run would write, then what the record holds beyond it: removed when it is a
     skill file of a client set up here that the bundle no longer has, else kept as it is."""
-    command = request.mcp_command or (None if request.check else server_command(request.launcher))
+    index = effective_index(request.project, request.index, request.launcher)
+    command = request.mcp_command or (
+        None if request.check else server_command(request.launcher, index)
+    )
     targets: list[Target] = []
     for agent in request.agents:
         targets += skill_targets(bundle, agent)
@@ -153,7 +145,7 @@ def _targets(request: InitRequest, bundle: Bundle, record: InitRecord | None) ->
         key = tuple(item.key)
         if (item.path, key) in planned:
             continue
-        fmt: Format = "file" if not key else "json" if item.path.endswith(".json") else "toml"
+        fmt = entry_format(item.path, key)
         if not key and item.path.startswith(ours):
             targets.append(
                 Target(item.path, key, "skill file no longer bundled", fmt, None, plan="remove")
@@ -172,30 +164,40 @@ class _Judgement:
     adopt: bool
     detail: str
     current: Any
+    value: Any = None  # what init writes: a file's bytes, an entry merged with theirs
 
 
 def _judge_all(
     request: InitRequest, targets: list[Target], record: InitRecord | None
 ) -> list[_Judgement]:
-    recorded = {(i.path, tuple(i.key)): i.sha256 for i in record.items} if record else {}
+    recorded = {(i.path, tuple(i.key)): i for i in record.items} if record else {}
     out: list[_Judgement] = []
     for target in targets:
-        link = _link_on_the_way(request.project, target.path)
+        link = link_on_the_way(request.project, target.path)
         if link is not None:
             out.append(_Judgement(target, State.FOREIGN, False, link, None))
             continue
         current = read_current(request.project, target)
-        have, rec = target.digest(current), recorded.get((target.path, target.key))
+        item = recorded.get((target.path, target.key))
+        value, keys = target.wanted, members.recorded_keys(item)
+        if target.format == "file":
+            have, rec = target.digest(current), None if item is None else item.sha256
+            want = target.digest(value)
+        else:  # by key: what someone else added to the entry is theirs (bundle/members.py)
+            have, rec, want = members.digests(current, keys, value)
+            if value is not None:
+                value = members.merged(current, keys or (), value)
         # Kept things, and every entry under --check, are judged by the record alone.
         by_record = target.plan == "keep" or (request.check and target.format != "file")
-        want = rec if by_record else target.digest(target.wanted)
-        judged = judge(have, rec, want)
+        judged = judge(have, rec, rec if by_record else want)
         detail = _detail(judged.state, target)
+        if judged.state == State.EDITED and keys and isinstance(current, dict):
+            detail += f": {', '.join(members.changed(current, keys))}"
         if judged.state == State.CURRENT and target.format != "file" and current is not None:
             why = (missing_command(current) or outdated_pin(current)) if target.is_server else None
             if why is not None:
                 judged, detail = Judged(State.STALE), why
-        out.append(_Judgement(target, judged.state, judged.adopt, detail, current))
+        out.append(_Judgement(target, judged.state, judged.adopt, detail, current, value))
     return out
 
 
@@ -224,7 +226,7 @@ def _diff(judgement: _Judgement) -> list[str]:
     diff = list(
         difflib.unified_diff(
             lines(judgement.current),
-            lines(target.wanted),
+            lines(judgement.value),
             f"{target.where} (in the project)",
             f"{target.where} (what init writes)",
             lineterm="",
@@ -262,7 +264,7 @@ def _apply(project: Path, judgement: _Judgement) -> None:
         except OSError as exc:
             raise io_failure("remove", path, exc) from None
         return
-    data = new_bytes(project, target)
+    data = new_bytes(project, target, judgement.value)
     mode = 0o755 if target.executable else 0o644
     with contextlib.suppress(FileNotFoundError):
         mode = path.stat().st_mode & 0o7777 if target.format != "file" else mode
@@ -312,8 +314,11 @@ def _record(
         if j.target.plan == "keep":
             items.append(recorded[where])
         elif j.target.plan == "write":
+            keys = [] if j.target.format == "file" else members.owned_keys(j.target.value)
             digest = j.target.digest(j.target.value)
-            items.append(OwnedItem(path=j.target.path, key=list(j.target.key), sha256=digest))
+            items.append(
+                OwnedItem(path=j.target.path, key=list(j.target.key), sha256=digest, keys=keys)
+            )
     agents: list[Agent] = sorted(set(request.agents) | set(old.agents if old else ()))
     return InitRecord(
         tool_version=bundle.version,
@@ -326,23 +331,20 @@ def _record(
 
 
 def _same(a: InitRecord, b: InitRecord | None) -> bool:
-    return b is not None and a.model_dump(exclude={"updated_at"}) == b.model_dump(
-        exclude={"updated_at"}
-    )
+    same = {"exclude": {"updated_at"}}
+    return b is not None and a.model_dump(**same) == b.model_dump(**same)
 
 
 def run_init(request: InitRequest) -> InitResult:
     """Set the project up (or, with `check`, judge it only); refuses as a whole, writing
     nothing, when anything it would write is someone else's."""
-    link = _link_on_the_way(request.project, RECORD_PATH)
+    link = link_on_the_way(request.project, RECORD_PATH)
     if link is not None:  # neither read nor written through a link
         raise SetupError(STEP, link, f"make {RECORD_PATH} a real file in a real folder")
     bundle = read_bundle()
-    record = read_record(request.project)
+    record, released = read_owned(request.project)
     if request.check and record is not None and request.agents == AGENTS:
-        request = InitRequest(
-            request.project, tuple(record.agents), True, request.mcp_command, request.launcher
-        )
+        request = dataclasses.replace(request, agents=tuple(record.agents))
     targets = _targets(request, bundle, record)
     judged = _judge_all(request, targets, record)
     refused = [j for j in judged if j.state.refused]
@@ -360,7 +362,7 @@ def run_init(request: InitRequest) -> InitResult:
                 _apply(request.project, j)
                 actions[n] = _ACTIONS[j.state]
             new_record = _record(request, bundle, judged, record)
-            if not _same(new_record, record):
+            if released or not _same(new_record, record):  # 0.1.0's: in today's format
                 before(request.project / RECORD_PATH, request.project)
                 write_record(request.project, new_record)
     items = [

@@ -3,8 +3,11 @@
 An owned thing is a whole file (a skill file in a discovery folder) or one entry of a config
 file someone else also writes (`mcpServers.automl-setup` of `.mcp.json`, `[mcp_servers.
 automl-setup]` of `.codex/config.toml`, the engine table of the project file). The record
-(`.automl-setup/init.json` in the project) keeps the sha256 of each as init wrote it: a thing
-whose bytes still have that digest is init's to replace; anything else is someone's edit."""
+(`.automl-setup/init.json` in the project) keeps the sha256 of each as init wrote it, and of an
+entry each key it wrote (bundle/members.py): a thing whose bytes (an entry: whose keys) still
+have that digest is init's to replace; anything else is someone's edit. A key someone added to
+an entry is theirs, never an edit. The record of 0.1.0 (format 1: one digest per entry) is
+read and carried forward; a newer format is refused naming it."""
 
 from __future__ import annotations
 
@@ -18,14 +21,14 @@ from typing import Any, Literal
 from pydantic import Field
 
 from mcp_server.fsutil import atomic_write_bytes, read_file
-from mcp_server.persisted import Persisted, load_persisted
+from mcp_server.persisted import Persisted, format_version, load_persisted
 
 RECORD_PATH = ".automl-setup/init.json"
 Agent = Literal["claude", "codex"]
 AGENTS: tuple[Agent, ...] = ("claude", "codex")
 
 
-class OwnedItem(Persisted):
+class OwnedItemV1(Persisted):
     path: str = Field(description="The file, relative to the project (POSIX).")
     key: list[str] = Field(description="The entry inside it; empty for the whole file.")
     sha256: str = Field(
@@ -34,25 +37,54 @@ class OwnedItem(Persisted):
     )
 
 
-class InitRecord(Persisted):
-    """`.automl-setup/init.json`: everything `automl-setup init` wrote into the project."""
+class OwnedKey(Persisted):
+    key: list[str] = Field(description="A key init wrote inside the entry (a path of names).")
+    sha256: str = Field(description="sha256 of its value's canonical JSON.")
 
-    schema_version: Literal[1] = 1
+
+class OwnedItem(OwnedItemV1):
+    keys: list[OwnedKey] = Field(
+        default_factory=list,
+        description="An entry: every key init wrote in it (the others are someone else's); "
+        "a whole file: empty.",
+    )
+
+
+class _Record(Persisted):
+    schema_version: int = Field(description="The format of the record.")
     tool_version: str = Field(description="The automl-setup version that wrote it last.")
     bundle_sha256: str = Field(description="Digest of the skills it wrote (`skills manifest`).")
     skills: list[str] = Field(description="The bundled skills, by name.")
     agents: list[Agent] = Field(description="The clients it set up.")
-    items: list[OwnedItem] = Field(description="Every file and entry it owns, with its digest.")
     updated_at: str = Field(description="When it was last written (UTC, ISO 8601).")
 
 
-def read_record(project: Path) -> InitRecord | None:
+class InitRecordV1(_Record):
+    """The record of 0.1.0: one digest per entry (read, and carried forward by init)."""
+
+    schema_version: Literal[1] = 1
+    items: list[OwnedItemV1] = Field(description="Every file and entry it owns.")
+
+
+class InitRecord(_Record):
+    """`.automl-setup/init.json`: everything `automl-setup init` wrote into the project."""
+
+    schema_version: Literal[2] = 2
+    items: list[OwnedItem] = Field(
+        description="Every file and entry it owns, with its digest (an entry's: by key)."
+    )
+
+
+def read_record(project: Path) -> InitRecord | InitRecordV1 | None:
     path = project / RECORD_PATH
     data = read_file(path)
     if data is None:
         return None
+    model: type[InitRecord | InitRecordV1] = (
+        InitRecordV1 if format_version(data) == 1 else InitRecord
+    )
     return load_persisted(
-        InitRecord,
+        model,
         data,
         what="init record",
         path=path,

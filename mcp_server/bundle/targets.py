@@ -7,6 +7,7 @@ engine given, the engine table of the project file (source/config.py reads it)."
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import sysconfig
@@ -17,10 +18,19 @@ from typing import Any, Literal
 from mcp_server import __version__
 from mcp_server.bundle.contents import Bundle
 from mcp_server.bundle.jsonedit import JsonEditError, get_member, set_member
-from mcp_server.bundle.ownership import Agent, entry_digest, file_digest
+from mcp_server.bundle.members import carried_forward
+from mcp_server.bundle.ownership import (
+    Agent,
+    InitRecord,
+    InitRecordV1,
+    entry_digest,
+    file_digest,
+    read_record,
+)
 from mcp_server.bundle.tomledit import TomlEditError, get_table, set_table
+from mcp_server.bundle.uvindex import PASSED_VARS, index_args
 from mcp_server.errors import InvalidInput, SetupError
-from mcp_server.fsutil import read_file
+from mcp_server.fsutil import read_file, real_path
 from mcp_server.source.config import CONFIG_NAME
 
 STEP = "init"
@@ -71,8 +81,12 @@ def skill_targets(bundle: Bundle, agent: Agent) -> list[Target]:
 
 
 def server_target(agent: Agent, command: list[str]) -> Target:
+    """The server entry init owns for `agent` (by key: bundle/members.py)."""
+    indexed = "--index" in command[1:] and command[0] == "uvx"
     if agent == "claude":
-        value = {"type": "stdio", "command": command[0], "args": command[1:], "env": {}}
+        # No credential variables named here: Claude Code starts a server with the user's
+        # whole environment, and reports a `${VAR}` that is unset as an error.
+        value = {"type": "stdio", "command": command[0], "args": command[1:]}
         key = ("mcpServers", SERVER_NAME)
         return Target(".mcp.json", key, "MCP server for Claude Code", "json", value)
     # An install fetches, builds and installs: Codex's default tool timeout (60 s) is too short.
@@ -85,6 +99,8 @@ def server_target(agent: Agent, command: list[str]) -> Target:
         else CODEX_STARTUP_TIMEOUT_S,
         "tool_timeout_sec": CODEX_TOOL_TIMEOUT_S,
     }
+    if indexed:  # Codex passes a server only the variables it is told: the index's login
+        value["env_vars"] = list(PASSED_VARS)
     key = ("mcp_servers", SERVER_NAME)
     return Target(".codex/config.toml", key, "MCP server for Codex", "toml", value)
 
@@ -104,33 +120,40 @@ LAUNCHERS: tuple[Launcher, ...] = ("path", "uvx")
 DISTRIBUTION = "automl-setup"
 
 
-def server_command(launcher: Launcher) -> list[str]:
+def server_command(launcher: Launcher, index: str | None = None) -> list[str]:
     """The server entry's command: this installation's own script by absolute path, or `uvx`
-    pinned to exactly this version (the same on every machine: a team can commit it)."""
+    pinned to exactly this version (the same on every machine: a team can commit it), from
+    the team's index when one is named (bundle/uvindex.py)."""
     if launcher == "uvx":
-        return ["uvx", "--from", f"{DISTRIBUTION}=={__version__}", SERVER_SCRIPT]
+        from_index = index_args(index) if index is not None else []
+        return ["uvx", *from_index, "--from", f"{DISTRIBUTION}=={__version__}", SERVER_SCRIPT]
     return default_server_command()
 
 
 def uvx_pin(value: Any) -> str | None:
-    """The version a `uvx --from automl-setup==X automl-setup-mcp` entry is pinned to."""
+    """The version a `uvx [--index ...] --from automl-setup==X automl-setup-mcp` entry is
+    pinned to."""
     if not isinstance(value, dict) or value.get("command") != "uvx":
         return None
     args = value.get("args")
-    if not isinstance(args, list) or len(args) < 2 or args[0] != "--from":
+    if not isinstance(args, list) or "--from" not in args[:-1]:
         return None
-    name, sep, version = str(args[1]).partition("==")
+    name, sep, version = str(args[args.index("--from") + 1]).partition("==")
     return version if sep and name == DISTRIBUTION else None
 
 
 def outdated_pin(value: Any) -> str | None:
-    """Why a uvx entry is stale: it starts another version than the running automl-setup."""
+    """Why a uvx entry is stale: it starts another version than the running automl-setup (the
+    remedy keeps the entry's index: an init without it writes the entry without one)."""
     pinned = uvx_pin(value)
     if pinned is None or pinned == __version__:
         return None
+    args = [str(a) for a in value["args"]]
+    given = [b.partition("=")[2] for a, b in itertools.pairwise(args) if a == "--index"]
+    again = "".join(f" --index {url}" for url in given[:1])
     return (
         f"it starts automl-setup {pinned} (uvx --from {DISTRIBUTION}=={pinned}), and this is "
-        f"automl-setup {__version__}: `automl-setup init --launcher uvx` pins it to "
+        f"automl-setup {__version__}: `automl-setup init --launcher uvx{again}` pins it to "
         f"{__version__}"
     )
 
@@ -184,12 +207,46 @@ def missing_command(value: Any) -> str | None:
 # --- reading and writing ------------------------------------------------------------------
 
 
+def link_on_the_way(project: Path, rel: str) -> str | None:
+    """The first symbolic link on the way to `rel` (why init will not write through it)."""
+    path = project
+    for part in Path(rel).parts:
+        path = path / part
+        if path.is_symlink():
+            target = path.readlink()
+            try:  # real_path: Path.resolve() judges a symlink loop differently on each version
+                inside = real_path(path).is_relative_to(project)
+                where = "inside the project" if inside else "outside the project"
+            except OSError:  # ELOOP
+                where = "a symlink loop"
+            return f"{path} is a symbolic link to {target} ({where}); init writes real files only"
+    return None
+
+
 def unparsable(target: Target, exc: Exception) -> SetupError:
     return SetupError(
         STEP,
         f"cannot read {target.path}: {exc}; nothing was written",
         f"fix {target.path} (init merges into it, keeping everything else), then run init again",
     )
+
+
+def entry_format(path: str, key: tuple[str, ...]) -> Format:
+    """How a recorded thing is read: a whole file, or an entry of a JSON or TOML file."""
+    return "file" if not key else "json" if path.endswith(".json") else "toml"
+
+
+def read_owned(project: Path) -> tuple[InitRecord | None, bool]:
+    """The ownership record, and whether it was 0.1.0's (carried forward from the entries in
+    the project now: bundle/members.py; init writes it in today's format)."""
+    record = read_record(project)
+    if not isinstance(record, InitRecordV1):
+        return record, False
+
+    def current(path: str, key: tuple[str, ...]) -> Any:
+        return read_current(project, Target(path, key, "", entry_format(path, key), None))
+
+    return carried_forward(record, current), True
 
 
 def read_current(project: Path, target: Target) -> Any:
@@ -206,18 +263,18 @@ def read_current(project: Path, target: Target) -> Any:
         raise unparsable(target, exc) from None
 
 
-def new_bytes(project: Path, target: Target) -> bytes:
-    """The file's bytes with the target written: a whole file, or the file with the entry
+def new_bytes(project: Path, target: Target, value: Any) -> bytes:
+    """The file's bytes with `value` written: a whole file, or the file with the entry `value`
     merged in (every other byte kept)."""
     if target.format == "file":
-        return bytes(target.value)
+        return bytes(value)
     data = read_file(project / target.path)
     text = "" if data is None else data.decode("utf-8")
     try:
         if target.format == "json":
-            merged = set_member(text or "{}\n", (target.key[0], target.key[1]), target.value)
+            merged = set_member(text or "{}\n", (target.key[0], target.key[1]), value)
         else:
-            merged = set_table(text, target.key, target.value)
+            merged = set_table(text, target.key, value)
     except (JsonEditError, TomlEditError) as exc:
         raise unparsable(target, exc) from None
     return merged.encode("utf-8")

@@ -6,7 +6,8 @@ directory holding `automl-setup.toml`, or a `pyproject.toml` with a `[tool.autom
 table (a `pyproject.toml` without one is passed over; in one directory the dedicated file
 wins). Its keys: an `engine` table (repository, subdirectory, distribution, requirement),
 `workspace` and `python` (relative paths are relative to the file's directory), `store`,
-`stall-timeout` (seconds a git or uv fetch may go without progress), and a `skills`
+`stall-timeout` (seconds a git or uv fetch may go without progress), `index` (the package
+index the uvx entry `init` writes installs automl-setup from: bundle/uvindex.py), and a `skills`
 table read by `skills check` alone (skills/settings.py; a pyproject table holding only that is
 passed over).
 
@@ -33,7 +34,7 @@ PROFILE_ENV = "AUTOML_SETUP_PROFILE"
 STORE_ENV = "AUTOML_SETUP_STORE"
 CONFIG_NAME = "automl-setup.toml"
 PYPROJECT_TABLE = "[tool.automl-setup]"
-_KEYS = {"engine", "workspace", "python", "store", "stall-timeout", "skills"}
+_KEYS = {"engine", "workspace", "python", "store", "stall-timeout", "index", "skills"}
 STEP = "project configuration"
 
 
@@ -49,6 +50,7 @@ class ProjectFile:
     stall_timeout: (
         float | None
     )  # seconds a network child may go without progress (children/watch.py)
+    index: str | None = None  # the uvx entry's package index (init checks it: bundle/uvindex.py)
 
 
 def find_project_file(start: Path) -> ProjectFile | None:
@@ -81,7 +83,7 @@ def _read_toml(path: Path) -> dict[str, Any]:
 def _settings(path: Path, label: str, table: Any) -> ProjectFile:
     remedy = (
         f"keep only these keys in {label}: engine (a table), workspace, python, store, "
-        "stall-timeout, skills"
+        "stall-timeout, index, skills"
     )
     if not isinstance(table, dict):
         raise InvalidInput(STEP, f"{label} is not a table", remedy)
@@ -103,6 +105,9 @@ def _settings(path: Path, label: str, table: Any) -> ProjectFile:
     stall = table.get("stall-timeout")
     if stall is not None and (isinstance(stall, bool) or not isinstance(stall, (int, float))):
         raise InvalidInput(STEP, f"{label}: stall-timeout must be a number of seconds", remedy)
+    index = table.get("index")
+    if index is not None and not isinstance(index, str):
+        raise InvalidInput(STEP, f"{label}: index must be a URL (a string)", remedy)
     return ProjectFile(
         label,
         engine,
@@ -110,6 +115,7 @@ def _settings(path: Path, label: str, table: Any) -> ProjectFile:
         path_of("python"),
         path_of("store"),
         None if stall is None else float(stall),
+        index,
     )
 
 

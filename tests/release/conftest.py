@@ -52,13 +52,23 @@ def require_index() -> None:
     pytest.skip(message)
 
 
-@pytest.fixture
-def package_index(tmp_path: Path) -> Iterator[PackageIndex]:
-    """An empty pypiserver on a free loopback port: uploads need its user and password, and a
-    project it does not hold is redirected to PyPI. Stopped at teardown, also on failure."""
+def _serve(root: Path, private: bool) -> Iterator[PackageIndex]:
     require_index()
-    index = PackageIndex(tmp_path / "index")
+    index = PackageIndex(root, private=private)
     try:
         yield index.start()
     finally:
         index.stop()
+
+
+@pytest.fixture
+def package_index(tmp_path: Path) -> Iterator[PackageIndex]:
+    """An empty pypiserver on a free loopback port: uploads need its user and password, and a
+    project it does not hold is redirected to PyPI. Stopped at teardown, also on failure."""
+    yield from _serve(tmp_path / "index", private=False)
+
+
+@pytest.fixture
+def private_index(tmp_path: Path) -> Iterator[PackageIndex]:
+    """The same, as a team's own index: every download and listing wants the login too."""
+    yield from _serve(tmp_path / "index", private=True)

@@ -9,7 +9,7 @@ wrote it, what it cannot: never a crash, never a rewrite in the older format.
 
 The next version is a copy of this checkout with the version raised, one skill changed, one
 added and one removed, and (so that the downgrade meets a file it cannot read) the format of
-the init record raised to 2, read beside format 1."""
+the init record raised to 3, read beside format 2."""
 
 from __future__ import annotations
 
@@ -65,9 +65,9 @@ def _next_version(root: Path, epoch: int) -> tuple[Path, Path]:
     shutil.rmtree(tree / "skills" / RETIRED)
     ownership = tree / "mcp_server" / "bundle" / "ownership.py"
     text = ownership.read_text()
-    assert "    schema_version: Literal[1] = 1\n" in text
+    assert "    schema_version: Literal[2] = 2\n" in text
     ownership.write_text(
-        text.replace("schema_version: Literal[1] = 1", "schema_version: Literal[1, 2] = 2")
+        text.replace("schema_version: Literal[2] = 2", "schema_version: Literal[2, 3] = 3")
     )
     return build_dists(tree, root / "next-dist", epoch)
 
@@ -156,7 +156,7 @@ def test_an_upgrade_keeps_everything_and_a_downgrade_refuses_what_it_cannot_read
     assert actions[f".claude/skills/{CHANGED}/SKILL.md"] == "updated"
     assert actions[f".agents/skills/{CHANGED}/SKILL.md"] == "restored"
     assert tool("init", "--check").returncode == 0
-    assert json.loads((project / ".automl-setup" / "init.json").read_text())["schema_version"] == 2
+    assert json.loads((project / ".automl-setup" / "init.json").read_text())["schema_version"] == 3
 
     # Everything the first version wrote, read by the second.
     assert tool.status()["state"] == "interrupted"
@@ -174,7 +174,7 @@ def test_an_upgrade_keeps_everything_and_a_downgrade_refuses_what_it_cannot_read
     before = snapshot(project)
     for args in (("init", "--check"), ("init",)):
         out = tool(*args, code=1)
-        assert f"was written in format 2 by automl-setup {NEXT}, newer than this automl-setup " in (
+        assert f"was written in format 3 by automl-setup {NEXT}, newer than this automl-setup " in (
             out.stderr
         ), out.stderr
         assert "Traceback" not in out.stderr and "unexpected failure" not in out.stderr

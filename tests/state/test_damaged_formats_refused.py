@@ -19,7 +19,7 @@ from support.cli import run_cli
 from support.engines import engine_marker
 from support.trees import env_snapshot
 
-from mcp_server.bundle.ownership import RECORD_PATH, InitRecord, OwnedItem
+from mcp_server.bundle.ownership import RECORD_PATH, InitRecord, OwnedItem, OwnedKey
 from mcp_server.bundle.ownership import read_record as read_init
 from mcp_server.environment.closure import ClosureMember, DirectUrl
 from mcp_server.environment.identity import compute_identity_digest
@@ -172,7 +172,12 @@ INIT_RECORD = InitRecord(
     agents=["claude", "codex"],
     items=[
         OwnedItem(path=".claude/skills/automl-setup/SKILL.md", key=[], sha256=SHA),
-        OwnedItem(path=".mcp.json", key=["mcpServers", "automl-setup"], sha256=SHA),
+        OwnedItem(
+            path=".mcp.json",
+            key=["mcpServers", "automl-setup"],
+            sha256=SHA,
+            keys=[OwnedKey(key=["command"], sha256=SHA)],
+        ),
     ],
     updated_at="2026-12-01T00:00:00+00:00",
 )

@@ -85,3 +85,26 @@ def test_an_experiment_of_a_release_reads(tmp_path: Path, release: Path) -> None
     assert (files.dir / "attempts.jsonl").read_bytes() == (
         RELEASE_1 / "attempts.jsonl"
     ).read_bytes()
+
+
+def test_the_init_record_of_0_1_0_reads_and_is_carried_forward(tmp_path: Path) -> None:
+    """`.automl-setup/init.json` as 0.1.0's own `init` wrote it (format 1, one digest per entry,
+    release-1/init-project), read strictly and carried forward to today's format: each entry's
+    keys are those 0.1.0 wrote, by digest."""
+    from mcp_server.bundle.members import wanted_view
+    from mcp_server.bundle.ownership import RECORD_PATH, InitRecordV1, read_record
+    from mcp_server.bundle.targets import read_owned
+
+    project = tmp_path / "proj"
+    shutil.copytree(FORMATS / "release-1" / "init-project", project)
+    old = read_record(project)
+    assert isinstance(old, InitRecordV1) and old.tool_version == "0.1.0"
+    record, released = read_owned(project)
+    assert released and record is not None and record.schema_version == 2
+    assert [i.path for i in record.items] == [i.path for i in old.items]
+    entry = json.loads((project / ".mcp.json").read_text())["mcpServers"]["automl-setup"]
+    (claude,) = [i for i in record.items if i.path == ".mcp.json"]
+    wrote = {k: v for k, v in entry.items() if k != "env"}  # 0.1.0's empty env owns no key
+    assert {tuple(k.key): k.sha256 for k in claude.keys} == wanted_view(wrote)
+    assert all(i.keys == [] for i in record.items if not i.key)  # whole files
+    assert json.loads((project / RECORD_PATH).read_text())["schema_version"] == 1  # unwritten

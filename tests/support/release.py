@@ -221,10 +221,11 @@ def cut_release(changelog: str, version: str, day: str) -> str:
 
 class PackageIndex:
     """pypiserver on a free loopback port, serving an empty folder of its own: uploads need
-    the htpasswd file's user and password; a project it does not hold is redirected to
-    FALLBACK_URL. `start`, then `stop` (the fixture's teardown)."""
+    the htpasswd file's user and password (with `private`, every download and listing too, as
+    a team's own index); a project it does not hold is redirected to FALLBACK_URL. `start`,
+    then `stop` (the fixture's teardown)."""
 
-    def __init__(self, root: Path, user: str = "releaser") -> None:
+    def __init__(self, root: Path, user: str = "releaser", *, private: bool = False) -> None:
         self.root = root
         self.packages = root / "packages"
         self.htpasswd = root / "htpasswd"
@@ -232,6 +233,7 @@ class PackageIndex:
         self.user = user
         self.password = secrets.token_urlsafe(16)
         self.port = 0
+        self.authenticate = "update,download,list" if private else "update"
         self._proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -260,7 +262,8 @@ class PackageIndex:
                 # -v: every request in the log (what a client fetched from the index).
                 sys.executable, "-m", "pypiserver", "run", "-v", "--host", LOOPBACK,
                 "--port", str(self.port), "--passwords", str(self.htpasswd),
-                "--authenticate", "update", "--fallback-url", FALLBACK_URL, str(self.packages),
+                "--authenticate", self.authenticate, "--fallback-url", FALLBACK_URL,
+                str(self.packages),
             ]  # fmt: skip
             with self.log.open("ab") as out:
                 self._proc = subprocess.Popen(

@@ -17,6 +17,7 @@ def cmd_init(args: argparse.Namespace) -> Outcome:
     # Imported here: the merges (tomlkit) are for this command only, not every command's start.
     from mcp_server.bundle.init import InitRequest, exit_code, project_dir, run_init
     from mcp_server.bundle.targets import check_server_command, refuse_launcher_and_command
+    from mcp_server.bundle.uvindex import check_index
     from mcp_server.faces.render.init import init_text
 
     engine = {f: getattr(args, f) for f in ENGINE_FIELDS if getattr(args, f) is not None}
@@ -29,6 +30,7 @@ def cmd_init(args: argparse.Namespace) -> Outcome:
         mcp_command=None if args.mcp_command is None else check_server_command(args.mcp_command),
         engine=engine or None,
         launcher=refuse_launcher_and_command(args.launcher, args.mcp_command),
+        index=None if args.index is None else check_index(args.index, "--index"),
     )
     result = run_init(request)
     return Outcome(result, init_text(result), exit_code(result))
@@ -46,7 +48,8 @@ def add_commands(sub: Subparsers) -> None:
         "run is refused with the difference, writing nothing). --check writes nothing and exits "
         "1 naming each stale, edited or missing file.",
         example="automl-setup init\nautoml-setup init --project ~/my-training-repo --agent codex"
-        "\nautoml-setup init --launcher uvx\nautoml-setup init --check",
+        "\nautoml-setup init --launcher uvx --index https://pypi.example.com/simple/"
+        "\nautoml-setup init --check",
     )  # fmt: skip
     p.add_argument("--project", type=Path, help="the project folder (default: here)")
     p.add_argument(
@@ -59,6 +62,13 @@ def add_commands(sub: Subparsers) -> None:
         help="how the clients start the server: path, this installation's automl-setup-mcp "
         "by absolute path (default); uvx, `uvx --from automl-setup==<this version> "
         "automl-setup-mcp`, the same on every machine (a team commits it)",
+    )  # fmt: skip
+    p.add_argument(
+        "--index", metavar="URL",
+        help="with --launcher uvx: the package index uvx installs automl-setup from, written "
+        "into the entry (`uvx --index automl-setup=URL`) so a teammate needs no uv setting; "
+        "never a login in the URL: uv takes it from UV_INDEX_AUTOML_SETUP_USERNAME and "
+        "_PASSWORD, the keyring or ~/.netrc (default: the project file's index)",
     )  # fmt: skip
     group = p.add_argument_group(
         "engine (optional): the project file's engine table, [tool.automl-setup.engine] of "
