@@ -120,8 +120,10 @@ def test_an_upgrade_keeps_everything_and_a_downgrade_refuses_what_it_cannot_read
                "--distribution", REFERENCE_DISTRIBUTION]  # fmt: skip
     tool("install", "--branch", "main", "--create-env", *profile)
     manifest = project / "m.json"
+    # Trials of 2 s: the stop below must land while the experiment still runs, however slowly
+    # a loaded machine starts the `stop` command (0.6 s trials ended first under load).
     manifest.write_text(json.dumps(quadratic_manifest(
-        EXPERIMENT, seed=3, max_trials=6, sleep=0.6, total_timeout_s=300
+        EXPERIMENT, seed=3, max_trials=6, sleep=2.0, total_timeout_s=300
     )))  # fmt: skip
     tool("launch", "--manifest", str(manifest), "--detach")
     deadline = time.monotonic() + 120
