@@ -233,7 +233,7 @@ def _diag_dump(family: int, inodes: set[str]) -> dict[str, int]:
     header = struct.pack(
         "=IHHII", 16 + len(request), _SOCK_DIAG_BY_FAMILY, _NLM_F_REQUEST | _NLM_F_DUMP, 1, 0
     )
-    found = {}
+    found: dict[str, int] = {}
     with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, _NETLINK_SOCK_DIAG) as diag:
         diag.settimeout(2.0)
         diag.sendall(header + request)

@@ -15,7 +15,7 @@ import os
 import re
 import subprocess
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from pydantic import GetCoreSchemaHandler
@@ -49,11 +49,14 @@ def has_control(value: str) -> bool:
     return bool(_CONTROL.search(value))
 
 
+_V = TypeVar("_V", bound="_Value")
+
+
 class _Value(str):
     """A checked string. Subclasses implement `_check(raw) -> normalised text`."""
 
-    def __new__(cls, raw: str) -> Any:
-        if type(raw) is cls:  # already checked
+    def __new__(cls: type[_V], raw: str) -> _V:
+        if isinstance(raw, cls) and type(raw) is cls:  # already checked
             return raw
         if not isinstance(raw, str):
             raise InvalidInput(
@@ -188,8 +191,8 @@ class RepositoryUrl(_Value):
 
     with_credentials: str
 
-    def __new__(cls, raw: str) -> Any:
-        if type(raw) is cls:
+    def __new__(cls, raw: str) -> RepositoryUrl:
+        if isinstance(raw, RepositoryUrl) and type(raw) is cls:
             return raw
         value = super().__new__(cls, raw)
         value.with_credentials = raw
@@ -346,8 +349,8 @@ class TargetPath(_PathValue):
     remedy: Remedy = ("give ", Arg("python", "PATH"), " (an interpreter or a venv directory)")
 
     @classmethod
-    def _absolute(cls, path: Path) -> Path:
-        return path.absolute()
+    def _absolute(cls, path: str | Path) -> Path:
+        return Path(path).absolute()
 
 
 class WorkspacePath(_PathValue):

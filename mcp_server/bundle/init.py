@@ -353,7 +353,7 @@ def run_init(request: InitRequest) -> InitResult:
         with _undone_on_failure() as before:
             for n, j in enumerate(judged):
                 if j.target.plan == "keep" or j.state not in _ACTIONS:
-                    kept = "kept" if j.target.plan == "keep" else None
+                    kept: Action | None = "kept" if j.target.plan == "keep" else None
                     actions[n] = kept or ("recorded" if j.adopt else "unchanged")
                     continue
                 before(request.project / j.target.path, request.project)

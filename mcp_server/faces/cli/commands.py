@@ -89,7 +89,7 @@ def request_fields(
     python and workspace the project file names when the flag is not given; a flag given
     again, the values after its first in the field its `more` names)."""
     more = {name: flag.more for name, flag in (flags or {}).items() if flag.more}
-    fields = {
+    fields: dict[str, Any] = {
         name: profile_from_flags(args) if name == "profile" else getattr(args, name)
         for name in model.model_fields
         if name not in more.values()

@@ -39,7 +39,10 @@ PROFILE_FLAGS = (
 def add_profile_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group(PROFILE_GROUP)
     for flag, text in PROFILE_FLAGS:
-        group.add_argument(flag, help=text, **({"type": _path} if flag == "--profile" else {}))
+        if flag == "--profile":
+            group.add_argument(flag, help=text, type=_path)
+        else:
+            group.add_argument(flag, help=text)
 
 
 def _path(text: str) -> Any:

@@ -179,7 +179,8 @@ async def call(
             result = op.run(request, progress)
         added = after(request, result) if after else {}
         fields = {**result.model_dump(), **added, "message": op.render(result)}
-        return reply_model(op.result, *((extra,) if extra else ())).model_validate(fields)
+        model: type[BaseModel] = op.result
+        return reply_model(model, *((extra,) if extra else ())).model_validate(fields)
 
     return await run(ctx, work, tracker)
 

@@ -50,7 +50,7 @@ def argument_type(shape: FieldShape) -> Any:
     elif shape.value is bool:
         one = Annotated[bool, Field(strict=True)]
     elif shape.choices:
-        one = Literal[shape.choices]  # type: ignore[valid-type]
+        one = Literal[shape.choices]
     else:
         one = shape.value
     bounds = published_bounds(shape)
@@ -115,7 +115,8 @@ def make_tool(op: Row[Any, Any]) -> Any:
     """The tool function of operation `op`, registered with the server."""
     after, extra = REPLY_ADDS.get(op.command, (None, None))
     steps = op.steps
-    result = reply_model(op.result, *((extra,) if extra else ()))
+    model: type[BaseModel] = op.result
+    result = reply_model(model, *((extra,) if extra else ()))
 
     async def run_tool(**arguments: Any) -> Any:
         ctx, roots = arguments.pop("ctx"), arguments.pop("roots")

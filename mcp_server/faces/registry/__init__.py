@@ -54,7 +54,7 @@ __all__ = [
 ROWS: tuple[Row[Any, Any], ...] = (*engine.ROWS, *experiments.ROWS, *store.ROWS, *slurm.ROWS)
 
 
-def row(command: str) -> Row:
+def row(command: str) -> Row[Any, Any]:
     """The row of the operation named `command` (a command line's words: "slurm submit")."""
     for found in ROWS:
         if found.command == command:
