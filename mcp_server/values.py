@@ -15,11 +15,12 @@ import os
 import re
 import subprocess
 from pathlib import Path, PurePosixPath
-from typing import Any, TypeVar
+from typing import Any
 from urllib.parse import urlsplit
 
 from pydantic import GetCoreSchemaHandler
 from pydantic_core import core_schema
+from typing_extensions import Self
 
 from mcp_server.errors import Arg, InvalidInput, Remedy, shown
 from mcp_server.fsutil.realpath import real_path
@@ -49,13 +50,10 @@ def has_control(value: str) -> bool:
     return bool(_CONTROL.search(value))
 
 
-_V = TypeVar("_V", bound="_Value")
-
-
 class _Value(str):
     """A checked string. Subclasses implement `_check(raw) -> normalised text`."""
 
-    def __new__(cls: type[_V], raw: str) -> _V:
+    def __new__(cls, raw: str) -> Self:
         if isinstance(raw, cls) and type(raw) is cls:  # already checked
             return raw
         if not isinstance(raw, str):
@@ -191,8 +189,8 @@ class RepositoryUrl(_Value):
 
     with_credentials: str
 
-    def __new__(cls, raw: str) -> RepositoryUrl:
-        if isinstance(raw, RepositoryUrl) and type(raw) is cls:
+    def __new__(cls, raw: str) -> Self:
+        if isinstance(raw, cls) and type(raw) is cls:
             return raw
         value = super().__new__(cls, raw)
         value.with_credentials = raw
@@ -348,9 +346,7 @@ class TargetPath(_PathValue):
     step, label = "locate environment", "environment path"
     remedy: Remedy = ("give ", Arg("python", "PATH"), " (an interpreter or a venv directory)")
 
-    @classmethod
-    def _absolute(cls, path: str | Path) -> Path:
-        return Path(path).absolute()
+    _absolute = staticmethod(lambda path: Path(path).absolute())  # made absolute, not resolved
 
 
 class WorkspacePath(_PathValue):

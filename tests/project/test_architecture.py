@@ -224,7 +224,7 @@ def test_every_row_names_what_exists_and_says_why_its_faces_differ() -> None:
     for op in ROWS:
         fields = set(op.request.model_fields)
         operation = op.operation()  # its area imported: what the row names exists
-        assert issubclass(operation.request, BaseModel), op.command
+        assert issubclass(op.request, BaseModel), op.command
         assert issubclass(operation.result, BaseModel), op.command
         assert callable(operation.function) and callable(operation.render), op.command
         assert op.mcp.description and op.summary and op.example.startswith("automl-setup ")

@@ -17,7 +17,16 @@ from mcp_server.faces.registry.row import (
     own_exit_code,
     reporting,
 )
-from mcp_server.requests import DEFAULT_BRANCH
+from mcp_server.requests import (
+    DEFAULT_BRANCH,
+    BranchesQuery,
+    DiagnoseQuery,
+    HistoryQuery,
+    InstallRequest,
+    ProvenanceQuery,
+    RepairRequest,
+    ResolveRequest,
+)
 from mcp_server.source.profile import (
     DEFAULT_DISTRIBUTION,
     DEFAULT_REPOSITORY,
@@ -33,77 +42,61 @@ if TYPE_CHECKING:
         ProvenanceReport,
         RepairResult,
     )
-    from mcp_server.requests import (
-        BranchesQuery,
-        DiagnoseQuery,
-        HistoryQuery,
-        InstallRequest,
-        ProvenanceQuery,
-        RepairRequest,
-        ResolveRequest,
-    )
     from mcp_server.source.branches import BranchListing
 
 
 def _resolve() -> Operation[ResolveRequest, BranchResolution]:
     from mcp_server.faces.render.engine import resolution_text
     from mcp_server.operations import BranchResolution, resolve
-    from mcp_server.requests import ResolveRequest
     from mcp_server.source.gitsource import RESOLVE_STEPS
 
-    return reporting(ResolveRequest, resolve, BranchResolution, resolution_text, RESOLVE_STEPS)
+    return reporting(resolve, BranchResolution, resolution_text, RESOLVE_STEPS)
 
 
 def _branches() -> Operation[BranchesQuery, BranchListing]:
     from mcp_server.faces.render.source import branches_text
     from mcp_server.operations import branches
-    from mcp_server.requests import BranchesQuery
     from mcp_server.source.branches import BranchListing
     from mcp_server.source.gitsource import BRANCHES_STEPS
 
-    return reporting(BranchesQuery, branches, BranchListing, branches_text, BRANCHES_STEPS)
+    return reporting(branches, BranchListing, branches_text, BRANCHES_STEPS)
 
 
 def _install() -> Operation[InstallRequest, InstallResult]:
     from mcp_server.environment.install import STEPS, InstallResult
     from mcp_server.faces.render.engine import install_text
     from mcp_server.operations import install
-    from mcp_server.requests import InstallRequest
 
-    return reporting(InstallRequest, install, InstallResult, install_text, STEPS)
+    return reporting(install, InstallResult, install_text, STEPS)
 
 
 def _verify() -> Operation[ProvenanceQuery, ProvenanceReport]:
     from mcp_server.faces.render.engine import provenance_text
     from mcp_server.operations import ProvenanceReport, verify
-    from mcp_server.requests import ProvenanceQuery
 
-    return Operation(ProvenanceQuery, verify, ProvenanceReport, provenance_text)
+    return Operation(verify, ProvenanceReport, provenance_text)
 
 
 def _diagnose() -> Operation[DiagnoseQuery, Diagnosis]:
     from mcp_server.environment.diagnose import Diagnosis
     from mcp_server.faces.render.engine import diagnosis_text
     from mcp_server.operations import diagnose
-    from mcp_server.requests import DiagnoseQuery
 
-    return Operation(DiagnoseQuery, diagnose, Diagnosis, diagnosis_text)
+    return Operation(diagnose, Diagnosis, diagnosis_text)
 
 
 def _repair() -> Operation[RepairRequest, RepairResult]:
     from mcp_server.faces.render.engine import repair_text
     from mcp_server.operations import RepairResult, repair
-    from mcp_server.requests import RepairRequest
 
-    return Operation(RepairRequest, repair, RepairResult, repair_text)
+    return Operation(repair, RepairResult, repair_text)
 
 
 def _history() -> Operation[HistoryQuery, InstallHistory]:
     from mcp_server.faces.render.engine import history_text
     from mcp_server.operations import InstallHistory, history
-    from mcp_server.requests import HistoryQuery
 
-    return Operation(HistoryQuery, history, InstallHistory, history_text)
+    return Operation(history, InstallHistory, history_text)
 
 
 ROWS: tuple[Row[Any, Any], ...] = (
@@ -111,6 +104,7 @@ ROWS: tuple[Row[Any, Any], ...] = (
         command="resolve",
         tool="resolve_branch",
         operation=_resolve,
+        load_request=lambda: ResolveRequest,
         summary="resolve refs/heads/BRANCH to a full commit",
         description=(
             "Ask the engine repository which commit refs/heads/BRANCH points at now (exactly that "
@@ -131,6 +125,7 @@ ROWS: tuple[Row[Any, Any], ...] = (
         command="branches",
         tool="list_branches",
         operation=_branches,
+        load_request=lambda: BranchesQuery,
         summary="list the repository's branches (refs/heads/*) and commits",
         description=(
             "List the branches (refs/heads/*) of the engine repository with the commit each points "
@@ -150,6 +145,7 @@ ROWS: tuple[Row[Any, Any], ...] = (
         command="install",
         tool="install_engine",
         operation=_install,
+        load_request=lambda: InstallRequest,
         summary="install the engine from a branch or commit",
         description=(
             "Resolve the branch (or take the full commit), fetch exactly that source, build a "
@@ -187,6 +183,7 @@ ROWS: tuple[Row[Any, Any], ...] = (
         command="verify",
         tool="verify_engine",
         operation=_verify,
+        load_request=lambda: ProvenanceQuery,
         summary="check the installed engine against its record (and an experiment)",
         description="Check the engine installed in the environment against its install record: "
         "direct_url.json, every file's RECORD hash, the wheel's files, the console scripts and "
@@ -206,6 +203,7 @@ ROWS: tuple[Row[Any, Any], ...] = (
         command="diagnose",
         tool="diagnose_engine",
         operation=_diagnose,
+        load_request=lambda: DiagnoseQuery,
         summary="explain what is (not) installed and how to fix it",
         description=(
             "Explain what the environment holds: the engine and its verify status, a look-alike "
@@ -226,6 +224,7 @@ ROWS: tuple[Row[Any, Any], ...] = (
         command="repair",
         tool="repair_engine",
         operation=_repair,
+        load_request=lambda: RepairRequest,
         summary="roll back an interrupted install",
         description=(
             "Roll back an install that was killed part-way, from its journal and backup, restoring "
@@ -245,6 +244,7 @@ ROWS: tuple[Row[Any, Any], ...] = (
         command="history",
         tool="history_engine",
         operation=_history,
+        load_request=lambda: HistoryQuery,
         summary="list every install into an environment",
         description=(
             "List every install and rollback recorded in the environment's history, oldest first: "

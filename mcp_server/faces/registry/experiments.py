@@ -18,6 +18,16 @@ from mcp_server.faces.registry.row import (
     reporting,
     stopped,
 )
+from mcp_server.requests import (
+    LaunchRequest,
+    ListQuery,
+    LogsQuery,
+    ReportQuery,
+    ResumeRequest,
+    StatusQuery,
+    StopRequest,
+    TrackRequest,
+)
 
 ENGINE_EXIT: ExitCodes = (
     ("N", "in the foreground: the engine's own exit code (143: stopped by SIGTERM, its state "
@@ -27,22 +37,13 @@ ENGINE_EXIT: ExitCodes = (
 MCP_PAGE_SIZE = 100
 DETACHED = "an MCP call always returns at once (detached); the command line can wait"
 
+
 if TYPE_CHECKING:
     from mcp_server.experiments.logs import LogTail
     from mcp_server.experiments.started import StartedEngine
     from mcp_server.experiments.status import ExperimentListing, ExperimentStatus
     from mcp_server.experiments.stop import StopResult
     from mcp_server.report.make import ReportResult
-    from mcp_server.requests import (
-        LaunchRequest,
-        ListQuery,
-        LogsQuery,
-        ReportQuery,
-        ResumeRequest,
-        StatusQuery,
-        StopRequest,
-        TrackRequest,
-    )
     from mcp_server.tracking.track import TrackResult
 
 
@@ -50,66 +51,58 @@ def _launch() -> Operation[LaunchRequest, StartedEngine]:
     from mcp_server.experiments.launch import launch_experiment
     from mcp_server.experiments.started import StartedEngine
     from mcp_server.faces.render.experiments import started_text
-    from mcp_server.requests import LaunchRequest
 
-    return reporting(LaunchRequest, launch_experiment, StartedEngine, started_text)
+    return reporting(launch_experiment, StartedEngine, started_text)
 
 
 def _resume() -> Operation[ResumeRequest, StartedEngine]:
     from mcp_server.experiments.resume import resume_experiment
     from mcp_server.experiments.started import StartedEngine
     from mcp_server.faces.render.experiments import started_text
-    from mcp_server.requests import ResumeRequest
 
-    return reporting(ResumeRequest, resume_experiment, StartedEngine, started_text)
+    return reporting(resume_experiment, StartedEngine, started_text)
 
 
 def _status() -> Operation[StatusQuery, ExperimentStatus]:
     from mcp_server.experiments.status import ExperimentStatus, experiment_status
     from mcp_server.faces.render.experiments import status_text
-    from mcp_server.requests import StatusQuery
 
-    return Operation(StatusQuery, experiment_status, ExperimentStatus, status_text)
+    return Operation(experiment_status, ExperimentStatus, status_text)
 
 
 def _list() -> Operation[ListQuery, ExperimentListing]:
     from mcp_server.experiments.status import ExperimentListing, list_experiments
     from mcp_server.faces.render.experiments import listing_text
-    from mcp_server.requests import ListQuery
 
-    return Operation(ListQuery, list_experiments, ExperimentListing, listing_text)
+    return Operation(list_experiments, ExperimentListing, listing_text)
 
 
 def _stop() -> Operation[StopRequest, StopResult]:
     from mcp_server.experiments.stop import StopResult, stop_experiment
     from mcp_server.faces.render.experiments import stop_text
-    from mcp_server.requests import StopRequest
 
-    return Operation(StopRequest, stop_experiment, StopResult, stop_text)
+    return Operation(stop_experiment, StopResult, stop_text)
 
 
 def _logs() -> Operation[LogsQuery, LogTail]:
     from mcp_server.experiments.logs import LogTail, experiment_log
     from mcp_server.faces.render.experiments import logs_text
-    from mcp_server.requests import LogsQuery
 
-    return Operation(LogsQuery, experiment_log, LogTail, logs_text)
+    return Operation(experiment_log, LogTail, logs_text)
 
 
 def _report() -> Operation[ReportQuery, ReportResult]:
     from mcp_server.faces.render.report import report_text
     from mcp_server.report.make import ReportResult, make_report
-    from mcp_server.requests import ReportQuery
 
-    return Operation(ReportQuery, make_report, ReportResult, report_text)
+    return Operation(make_report, ReportResult, report_text)
 
 
 def _track() -> Operation[TrackRequest, TrackResult]:
     from mcp_server.faces.render.experiments import track_text
-    from mcp_server.requests import TrackRequest
     from mcp_server.tracking.track import STEPS, TrackResult, track_experiment
 
-    return reporting(TrackRequest, track_experiment, TrackResult, track_text, STEPS)
+    return reporting(track_experiment, TrackResult, track_text, STEPS)
 
 
 ROWS: tuple[Row[Any, Any], ...] = (
@@ -117,6 +110,7 @@ ROWS: tuple[Row[Any, Any], ...] = (
         command="launch",
         tool="launch_experiment",
         operation=_launch,
+        load_request=lambda: LaunchRequest,
         summary="start a new experiment bound to the verified engine",
         description="Verify the environment's engine against its record, have the engine check the "
         "manifest (plan), bind a new experiment to that exact build (binding.json) and run the "
@@ -139,6 +133,7 @@ ROWS: tuple[Row[Any, Any], ...] = (
         command="resume",
         tool="resume_experiment",
         operation=_resume,
+        load_request=lambda: ResumeRequest,
         summary="resume an experiment on exactly its bound engine",
         description=(
             "Resume an interrupted experiment on exactly the engine build it is bound to: the "
@@ -166,6 +161,7 @@ ROWS: tuple[Row[Any, Any], ...] = (
         command="status",
         tool="status_experiment",
         operation=_status,
+        load_request=lambda: StatusQuery,
         summary="state, trials, best and bound engine of an experiment",
         description=(
             "Show an experiment's state (never `running` while no engine holds its lock), the "
@@ -185,6 +181,7 @@ ROWS: tuple[Row[Any, Any], ...] = (
         command="list",
         tool="list_experiments",
         operation=_list,
+        load_request=lambda: ListQuery,
         summary="list the experiments of a workspace",
         description=(
             "List every experiment of a workspace (--workspace again for more) with its status (as "
@@ -230,6 +227,7 @@ ROWS: tuple[Row[Any, Any], ...] = (
         command="stop",
         tool="stop_experiment",
         operation=_stop,
+        load_request=lambda: StopRequest,
         summary="stop an experiment's engine: SIGTERM, wait, report",
         description=(
             "Stop the engine automl-setup started for an experiment: SIGTERM, then wait up to the "
@@ -252,6 +250,7 @@ ROWS: tuple[Row[Any, Any], ...] = (
         command="logs",
         tool="logs_experiment",
         operation=_logs,
+        load_request=lambda: LogsQuery,
         summary="the tail of an attempt's or a trial's log (64 KiB at most)",
         description=(
             "Print the tail of an attempt's engine log (the last attempt by default) or of one "
@@ -274,6 +273,7 @@ ROWS: tuple[Row[Any, Any], ...] = (
         command="report",
         tool="report_experiment",
         operation=_report,
+        load_request=lambda: ReportQuery,
         summary="write an experiment's self-contained HTML report",
         description=(
             "Write an experiment's report as one self-contained HTML file, from its records only: "
@@ -293,6 +293,7 @@ ROWS: tuple[Row[Any, Any], ...] = (
         command="track",
         tool="track_experiment",
         operation=_track,
+        load_request=lambda: TrackRequest,
         summary="write an experiment and its trials to an MLflow tracking server",
         description=(
             "Write an experiment to an MLflow tracking server (the `tracking` extra): one run for "

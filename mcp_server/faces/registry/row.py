@@ -54,12 +54,11 @@ class Reports(Protocol[RequestT_contra, ResultT_co]):
 
 @dataclass(frozen=True)
 class Operation(Generic[RequestT, ResultT]):
-    """What a row's typed loader returns, its area imported: the request and result models, the
-    function (`reporting` when it takes a progress callback, with the steps it counts through
-    when it names them) and the renderer both faces show the result with. Built by a call the
-    type checker checks: the function takes the request, the renderer takes the result."""
+    """What a row's typed loader returns, its area imported: the function (`reporting` when it
+    takes a progress callback, with the steps it counts through when it names them), the result
+    model and the renderer both faces show the result with. The type checker checks that the
+    function takes the row's request and the renderer takes the result."""
 
-    request: type[RequestT]
     function: Runs[RequestT, ResultT]
     result: type[ResultT]
     render: Callable[[ResultT], str]
@@ -68,14 +67,13 @@ class Operation(Generic[RequestT, ResultT]):
 
 
 def reporting(
-    request: type[RequestT],
     function: Reports[RequestT, ResultT],
     result: type[ResultT],
     render: Callable[[ResultT], str],
     steps: tuple[str, ...] | None = None,
 ) -> Operation[RequestT, ResultT]:
     """The `Operation` of a function that reports its steps to a progress callback."""
-    return Operation(request, function, result, render, function, steps)
+    return Operation(function, result, render, function, steps)
 
 
 class HasExitCode(Protocol):
@@ -175,8 +173,10 @@ class Tool:
 @dataclass(frozen=True, kw_only=True)
 class Row(Generic[RequestT, ResultT]):
     """One operation. `command` is also the operation's name (an `errors.Fix` names it);
-    `operation` imports and returns its function, models and renderer (`Operation`), and the
-    type checker checks that its `exit_rule` takes that result; `cli_only`/`mcp_only` are the
+    `load_request` returns its request model (imported when the command is parsed: most are
+    in requests.py, which every command imports) and `operation` imports and returns its
+    function, result model and renderer (`Operation`, when it runs), and the type checker
+    checks that they fit each other and the `exit_rule`; `cli_only`/`mcp_only` are the
     request fields one face does not take, and `why`. Its command's flags and its tool's
     arguments are made from the request's fields (`faces/cli/flags.py`, `faces/mcp/tools.py`):
     `flags` and `exclusive` say where the command line departs from the rule, `mcp` what the
@@ -184,6 +184,7 @@ class Row(Generic[RequestT, ResultT]):
 
     command: str
     tool: str
+    load_request: Callable[[], type[RequestT]]
     operation: Callable[[], Operation[RequestT, ResultT]]
     summary: str
     description: str
@@ -202,7 +203,7 @@ class Row(Generic[RequestT, ResultT]):
 
     @property
     def request(self) -> type[RequestT]:
-        return self.operation().request
+        return self.load_request()
 
     @property
     def result(self) -> type[ResultT]:

@@ -6,51 +6,60 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from mcp_server.faces.registry.row import Flag, Hints, Operation, Row, Tool, own_exit_code
+from mcp_server.slurm.requests import CancelRequest, SlurmStatusQuery, SubmitRequest
 
 if TYPE_CHECKING:
     from mcp_server.slurm.jobregistry import Registration, WatchRegisterRequest
     from mcp_server.slurm.jobs import CancelledJob, SlurmStatus
-    from mcp_server.slurm.requests import CancelRequest, SlurmStatusQuery, SubmitRequest
     from mcp_server.slurm.submit import SubmittedController
     from mcp_server.slurm.watcher import WatchRequest, WatchTick
 
 
+def _slurm_watch_request() -> type[WatchRequest]:
+    from mcp_server.slurm.watcher import WatchRequest
+
+    return WatchRequest
+
+
+def _slurm_watch_register_request() -> type[WatchRegisterRequest]:
+    from mcp_server.slurm.jobregistry import WatchRegisterRequest
+
+    return WatchRegisterRequest
+
+
 def _slurm_watch() -> Operation[WatchRequest, WatchTick]:
     from mcp_server.faces.render.slurm_watch import tick_text
-    from mcp_server.slurm.watcher import WatchRequest, WatchTick, tick
+    from mcp_server.slurm.watcher import WatchTick, tick
 
-    return Operation(WatchRequest, tick, WatchTick, tick_text)
+    return Operation(tick, WatchTick, tick_text)
 
 
 def _slurm_watch_register() -> Operation[WatchRegisterRequest, Registration]:
     from mcp_server.faces.render.slurm_watch import registration_text
-    from mcp_server.slurm.jobregistry import Registration, WatchRegisterRequest, adopt
+    from mcp_server.slurm.jobregistry import Registration, adopt
 
-    return Operation(WatchRegisterRequest, adopt, Registration, registration_text)
+    return Operation(adopt, Registration, registration_text)
 
 
 def _slurm_submit() -> Operation[SubmitRequest, SubmittedController]:
     from mcp_server.faces.render.slurm import submitted_text
-    from mcp_server.slurm.requests import SubmitRequest
     from mcp_server.slurm.submit import SubmittedController, submit_controller
 
-    return Operation(SubmitRequest, submit_controller, SubmittedController, submitted_text)
+    return Operation(submit_controller, SubmittedController, submitted_text)
 
 
 def _slurm_status() -> Operation[SlurmStatusQuery, SlurmStatus]:
     from mcp_server.faces.render.slurm import slurm_status_text
     from mcp_server.slurm.jobs import SlurmStatus, slurm_status
-    from mcp_server.slurm.requests import SlurmStatusQuery
 
-    return Operation(SlurmStatusQuery, slurm_status, SlurmStatus, slurm_status_text)
+    return Operation(slurm_status, SlurmStatus, slurm_status_text)
 
 
 def _slurm_cancel() -> Operation[CancelRequest, CancelledJob]:
     from mcp_server.faces.render.slurm import cancelled_text
     from mcp_server.slurm.jobs import CancelledJob, slurm_cancel
-    from mcp_server.slurm.requests import CancelRequest
 
-    return Operation(CancelRequest, slurm_cancel, CancelledJob, cancelled_text)
+    return Operation(slurm_cancel, CancelledJob, cancelled_text)
 
 
 ROWS: tuple[Row[Any, Any], ...] = (
@@ -58,6 +67,7 @@ ROWS: tuple[Row[Any, Any], ...] = (
         command="slurm watch",
         tool="watch_slurm",
         operation=_slurm_watch,
+        load_request=_slurm_watch_request,
         summary="tick over the registered controller jobs",
         description=(
             "Look at every controller job registered in the workspace: once, or every --interval "
@@ -84,6 +94,7 @@ ROWS: tuple[Row[Any, Any], ...] = (
         command="slurm watch register",
         tool="register_slurm_watch",
         operation=_slurm_watch_register,
+        load_request=_slurm_watch_register_request,
         summary="adopt an existing job as an experiment's controller",
         description=(
             "Register an existing SLURM job (one submitted before the watcher knew of it) as the "
@@ -105,6 +116,7 @@ ROWS: tuple[Row[Any, Any], ...] = (
         command="slurm submit",
         tool="submit_slurm_job",
         operation=_slurm_submit,
+        load_request=lambda: SubmitRequest,
         summary="bind an experiment like launch and submit its job",
         description=(
             "Verify the engine, bind a new experiment to that exact build like launch does, write "
@@ -131,6 +143,7 @@ ROWS: tuple[Row[Any, Any], ...] = (
         command="slurm status",
         tool="status_slurm_job",
         operation=_slurm_status,
+        load_request=lambda: SlurmStatusQuery,
         summary="scheduler state, generation and trials of the job",
         description=(
             "Show the experiment's SLURM job as the scheduler and the records tell it: the job's "
@@ -149,6 +162,7 @@ ROWS: tuple[Row[Any, Any], ...] = (
         command="slurm cancel",
         tool="cancel_slurm_job",
         operation=_slurm_cancel,
+        load_request=lambda: CancelRequest,
         summary="cancel the experiment's SLURM job (--approve)",
         description=(
             "Cancel the experiment's SLURM controller job with scancel, once the user approved "

@@ -21,26 +21,44 @@ if TYPE_CHECKING:
     from mcp_server.experiments.storeops import StoreReport, StoreRequest
 
 
+def _store_request() -> type[StoreRequest]:
+    from mcp_server.experiments.storeops import StoreRequest
+
+    return StoreRequest
+
+
+def _recreate_request() -> type[RecreateRequest]:
+    from mcp_server.experiments.recreate import RecreateRequest
+
+    return RecreateRequest
+
+
+def _lock_request() -> type[LockQuery]:
+    from mcp_server.experiments.lock import LockQuery
+
+    return LockQuery
+
+
 def _store() -> Operation[StoreRequest, StoreReport]:
-    from mcp_server.experiments.storeops import StoreReport, StoreRequest, run_store
+    from mcp_server.experiments.storeops import StoreReport, run_store
     from mcp_server.faces.render.store import store_text
 
-    return Operation(StoreRequest, run_store, StoreReport, store_text)
+    return Operation(run_store, StoreReport, store_text)
 
 
 def _recreate() -> Operation[RecreateRequest, RecreateResult]:
     from mcp_server.environment.install import STEPS
-    from mcp_server.experiments.recreate import RecreateRequest, RecreateResult, recreate_engine
+    from mcp_server.experiments.recreate import RecreateResult, recreate_engine
     from mcp_server.faces.render.store import recreate_text
 
-    return reporting(RecreateRequest, recreate_engine, RecreateResult, recreate_text, STEPS)
+    return reporting(recreate_engine, RecreateResult, recreate_text, STEPS)
 
 
 def _lock() -> Operation[LockQuery, LockResult]:
-    from mcp_server.experiments.lock import STEPS, LockQuery, LockResult, lock_experiment
+    from mcp_server.experiments.lock import STEPS, LockResult, lock_experiment
     from mcp_server.faces.render.store import lock_text
 
-    return reporting(LockQuery, lock_experiment, LockResult, lock_text, STEPS)
+    return reporting(lock_experiment, LockResult, lock_text, STEPS)
 
 
 ROWS: tuple[Row[Any, Any], ...] = (
@@ -48,6 +66,7 @@ ROWS: tuple[Row[Any, Any], ...] = (
         command="store",
         tool="store_wheels",
         operation=_store,
+        load_request=_store_request,
         summary="the wheel store: list, verify, keep, gc --keep-bound WORKSPACE...",
         description=(
             "Look after the content-addressed store of the wheels automl-setup built and of the "
@@ -80,6 +99,7 @@ ROWS: tuple[Row[Any, Any], ...] = (
         command="recreate",
         tool="recreate_engine",
         operation=_recreate,
+        load_request=_recreate_request,
         summary="install an experiment's bound engine into a separate environment",
         description=(
             "Install exactly the engine build an experiment is bound to into another environment, "
@@ -102,6 +122,7 @@ ROWS: tuple[Row[Any, Any], ...] = (
         command="lock",
         tool="lock_experiment",
         operation=_lock,
+        load_request=_lock_request,
         summary="write a PEP 751 pylock.toml of an experiment's bound closure",
         description=(
             "Write the closure an experiment is bound to as a PEP 751 pylock.toml: the engine by "
