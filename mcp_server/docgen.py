@@ -15,7 +15,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ def cell(text: object) -> str:
     return " ".join(str(text).split()).replace("|", "\\|")
 
 
-def table(header: tuple[str, ...], rows: list[tuple[object, ...]]) -> list[str]:
+def table(header: tuple[str, ...], rows: Sequence[tuple[object, ...]]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
     lines += ["| " + " | ".join(cell(value) for value in r) + " |" for r in rows]
     return lines
@@ -65,7 +65,7 @@ def flag_rows(parser: argparse.ArgumentParser) -> list[tuple[object, ...]]:
         elif action.nargs == 0:
             value = ""
         else:
-            value = action.metavar or action.dest.upper()
+            value = str(action.metavar or action.dest.upper())  # never a tuple here
         if action.nargs in ("+", "*") or isinstance(action, argparse._AppendAction):
             value = f"{value} ... (repeatable)" if value else "(repeatable)"
         shown = action.default

@@ -36,7 +36,8 @@ from mcp_server.requests import (
 from mcp_server.source.profile import ProfileSource
 
 if TYPE_CHECKING:
-    from mcp_server.environment.install import InstallResult, Progress
+    from mcp_server.environment.install import InstallResult
+    from mcp_server.environment.transaction import Progress
     from mcp_server.experiments.started import StartedEngine
     from mcp_server.experiments.status import ExperimentListing, ExperimentStatus
     from mcp_server.source.branches import BranchListing
@@ -55,12 +56,16 @@ class BranchResolution(_Result):
 
 
 class BindingCheck(_Result):
-    experiment_id: str
-    binding_path: str
-    bound_commit: str | None
-    bound_identity_digest: str
+    experiment_id: str = Field(description="The experiment compared with.")
+    binding_path: str = Field(description="Its binding.json.")
+    bound_commit: str | None = Field(
+        description="The commit it is bound to; null: a reviewed wheel."
+    )
+    bound_identity_digest: str = Field(description="The identity digest it is bound to.")
     matches: bool = Field(description="True when the environment holds exactly the bound build.")
-    differences: list[FieldDiff]
+    differences: list[FieldDiff] = Field(
+        description="Every identity field where the installed engine differs from the bound one."
+    )
     recreate_commands: list[str] = Field(
         description="Commands that rebuild the bound engine in a separate environment and "
         "resume there (empty when it matches)."

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 from pydantic import GetCoreSchemaHandler
 from pydantic_core import core_schema
+from typing_extensions import Self
 
 from mcp_server.errors import Arg, InvalidInput, Remedy, shown
 from mcp_server.fsutil.realpath import real_path
@@ -52,8 +53,8 @@ def has_control(value: str) -> bool:
 class _Value(str):
     """A checked string. Subclasses implement `_check(raw) -> normalised text`."""
 
-    def __new__(cls, raw: str) -> Any:
-        if type(raw) is cls:  # already checked
+    def __new__(cls, raw: str) -> Self:
+        if isinstance(raw, cls) and type(raw) is cls:  # already checked
             return raw
         if not isinstance(raw, str):
             raise InvalidInput(
@@ -186,8 +187,8 @@ class RepositoryUrl(_Value):
 
     with_credentials: str
 
-    def __new__(cls, raw: str) -> Any:
-        if type(raw) is cls:
+    def __new__(cls, raw: str) -> Self:
+        if isinstance(raw, cls) and type(raw) is cls:
             return raw
         value = super().__new__(cls, raw)
         value.with_credentials = raw
@@ -343,9 +344,7 @@ class TargetPath(_PathValue):
     step, label = "locate environment", "environment path"
     remedy: Remedy = ("give ", Arg("python", "PATH"), " (an interpreter or a venv directory)")
 
-    @classmethod
-    def _absolute(cls, path: Path) -> Path:
-        return path.absolute()
+    _absolute = staticmethod(lambda path: Path(path).absolute())  # made absolute, not resolved
 
 
 class WorkspacePath(_PathValue):

@@ -331,8 +331,8 @@ def _record(
 
 
 def _same(a: InitRecord, b: InitRecord | None) -> bool:
-    same = {"exclude": {"updated_at"}}
-    return b is not None and a.model_dump(**same) == b.model_dump(**same)
+    same = {"updated_at"}
+    return b is not None and a.model_dump(exclude=same) == b.model_dump(exclude=same)
 
 
 def run_init(request: InitRequest) -> InitResult:
@@ -355,7 +355,7 @@ def run_init(request: InitRequest) -> InitResult:
         with _undone_on_failure() as before:
             for n, j in enumerate(judged):
                 if j.target.plan == "keep" or j.state not in _ACTIONS:
-                    kept = "kept" if j.target.plan == "keep" else None
+                    kept: Action | None = "kept" if j.target.plan == "keep" else None
                     actions[n] = kept or ("recorded" if j.adopt else "unchanged")
                     continue
                 before(request.project / j.target.path, request.project)

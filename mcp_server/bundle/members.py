@@ -34,7 +34,8 @@ def leaves(entry: Mapping[str, Any], prefix: KeyPath = ()) -> dict[KeyPath, Any]
         elif name in NAME_LISTS and isinstance(value, list):
             out.update({(*prefix, name, str(item)): True for item in value})
         else:
-            out[(*prefix, name)] = value
+            key: KeyPath = (*prefix, name)  # not out[(*...)]: a 3.11 subscript to mypy
+            out[key] = value
     return out
 
 
@@ -101,7 +102,7 @@ def changed(current: Mapping[str, Any], recorded: View) -> list[str]:
     return [".".join(k) for k in sorted(recorded) if now.get(k) != recorded[k]]
 
 
-def merged(current: Any, recorded: Iterable[KeyPath], wanted: Mapping[str, Any]) -> dict:
+def merged(current: Any, recorded: Iterable[KeyPath], wanted: Mapping[str, Any]) -> dict[str, Any]:
     """The entry init writes: everyone else's keys of `current` as they are, the keys init
     recorded and no longer writes taken out, and its own keys set to `wanted`'s."""
     entry = json.loads(json.dumps(current)) if isinstance(current, Mapping) else {}

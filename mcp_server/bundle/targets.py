@@ -86,11 +86,11 @@ def server_target(agent: Agent, command: list[str]) -> Target:
     if agent == "claude":
         # No credential variables named here: Claude Code starts a server with the user's
         # whole environment, and reports a `${VAR}` that is unset as an error.
-        value = {"type": "stdio", "command": command[0], "args": command[1:]}
+        claude: dict[str, Any] = {"type": "stdio", "command": command[0], "args": command[1:]}
         key = ("mcpServers", SERVER_NAME)
-        return Target(".mcp.json", key, "MCP server for Claude Code", "json", value)
+        return Target(".mcp.json", key, "MCP server for Claude Code", "json", claude)
     # An install fetches, builds and installs: Codex's default tool timeout (60 s) is too short.
-    value = {
+    value: dict[str, Any] = {
         "command": command[0],
         "args": command[1:],
         # uvx may first fetch and install the pinned version: give it the time.

@@ -294,7 +294,7 @@ def dependency_failure(
 def declared_vcs(requires_dist: tuple[str, ...] | list[str]) -> dict[str, str]:
     """name -> repository URL (no `git+`, credentials stripped) of the VCS requirements among
     a wheel's Requires-Dist."""
-    found = {}
+    found: dict[str, str] = {}
     for text in requires_dist:
         with contextlib.suppress(InvalidRequirement):
             requirement = Requirement(text)

@@ -147,7 +147,7 @@ def _diag_dump(family: int, wanted: set[Ends]) -> dict[Ends, int]:
         "=IHHII", 16 + len(request), _SOCK_DIAG_BY_FAMILY, _NLM_F_REQUEST | _NLM_F_DUMP, 1, 0
     )
     width = 4 if family == socket.AF_INET else 16
-    found = {}
+    found: dict[Ends, int] = {}
     with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, _NETLINK_SOCK_DIAG) as diag:
         diag.settimeout(2.0)
         diag.sendall(header + request)

@@ -43,14 +43,16 @@ _SCRIPT = re.compile(r"^(\.\./)+(bin|Scripts)/[^/]+$")
 class DirectUrl(Persisted):
     """A distribution's PEP 610 `direct_url.json`, credentials stripped from its URL."""
 
-    url: str
-    kind: Literal["vcs", "archive", "dir"]
+    url: str = Field(description="Where it was installed from, credentials stripped.")
+    kind: Literal["vcs", "archive", "dir"] = Field(description="vcs, archive or dir (PEP 610).")
     vcs: str | None = Field(description="git, hg, ... for a VCS dependency.")
     commit_id: str | None = Field(description="The commit a VCS dependency resolved to.")
     requested_revision: str | None = Field(description="The revision its requirement named.")
-    subdirectory: str | None
+    subdirectory: str | None = Field(
+        description="Subdirectory of the source it was built from; null: the root."
+    )
     archive_hash: str | None = Field(description="An archive's hash, as `sha256=...`.")
-    editable: bool
+    editable: bool = Field(description="Whether it was installed in editable mode.")
 
     def pep610(self) -> dict[str, Any]:
         """The `direct_url.json` this was read from (less stripped credentials)."""
@@ -73,7 +75,7 @@ class DirectUrl(Persisted):
 
 
 class ClosureMember(Persisted):
-    version: str
+    version: str = Field(description="Installed version.")
     record_sha256: str | None = Field(
         description="sha256 of its RECORD's hashed entries (sorted; less the installer's own "
         "files, bytecode and the scripts written into the environment's scripts folder, whose "
@@ -81,7 +83,9 @@ class ClosureMember(Persisted):
         "null without a RECORD. The first records with a closure kept those scripts and uv's "
         "uv_cache.json in; their digest is compared as it was computed."
     )
-    installer: str | None
+    installer: str | None = Field(
+        description="What installed it (its INSTALLER file); null without one."
+    )
     direct_url: DirectUrl | None = Field(description="Where it came from, if not an index.")
     moving: bool = Field(
         description="Resolved from a moving reference: a VCS requirement naming no commit, an "

@@ -18,7 +18,6 @@ from mcp_server.children.run import process_failure, run_checked
 from mcp_server.children.uv import uv_binary
 from mcp_server.environment.target import (
     LOCK_NAME,
-    STATE_DIR_NAME,
     TargetEnv,
     existing_for_change,
     prefix_of,
@@ -26,7 +25,13 @@ from mcp_server.environment.target import (
     venv_interpreter,
 )
 from mcp_server.errors import SetupError
-from mcp_server.fsutil import exclusive_lock, locked_directory, storage_cause, storage_remedy
+from mcp_server.fsutil import (
+    STATE_DIR_NAME,
+    exclusive_lock,
+    locked_directory,
+    storage_cause,
+    storage_remedy,
+)
 from mcp_server.values import TargetPath
 
 
@@ -145,5 +150,5 @@ def _create_venv(path: Path) -> None:
         raise SetupError(
             "create environment",
             f"uv venv failed for {path}: {said[-300:]}",
-            storage_remedy(*storage) if storage else "check the path is writable",
+            (storage_remedy(*storage) if storage else None) or "check the path is writable",
         ) from None

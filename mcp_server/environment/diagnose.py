@@ -25,10 +25,12 @@ QUIET_STATUSES: frozenset[VerifyStatus] = frozenset({"verified", "interrupted", 
 
 class InstalledPackage(BaseModel):
     model_config = ConfigDict(frozen=True)
-    distribution: str
-    import_name: str | None = None  # known for the default core and the confusables only
-    version: str | None
-    importable: bool
+    distribution: str = Field(description="Distribution name.")
+    import_name: str | None = Field(
+        None, description="The module it provides, known for the core and its look-alikes only."
+    )
+    version: str | None = Field(description="Installed version; null when unknown.")
+    importable: bool = Field(description="Whether its module imports.")
 
 
 class Diagnosis(BaseModel):

@@ -80,7 +80,7 @@ def install_engine(
 ) -> InstallResult:
     """`bound` is required: no install may skip the check that keeps an engine in place
     under unfinished experiments. The request holds only checked values."""
-    extras = sorted(set(request.extras))
+    extras: list[str] = sorted(set(request.extras))
     ready = None
     if request.wheel is not None and request.sha256 is not None:
         # A reviewed wheel is hashed and checked before anything is touched.
@@ -182,7 +182,7 @@ def _install_locked(
         )
         if branch is not None:
             resolution = resolve_branch(profile.repository, branch, watch, expect)
-            commit, requested_ref = resolution.commit, resolution.ref
+            commit, requested_ref = CommitId(resolution.commit), resolution.ref
             progress("resolve", f"{resolution.ref} -> {commit}")
         assert commit is not None
         same = previous is not None and _same_source(previous, profile, commit, extras)

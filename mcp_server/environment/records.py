@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Final, Literal
 
 from pydantic import Field, model_validator
 
@@ -24,11 +24,11 @@ from mcp_server.persisted import (
     load_persisted_lines,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Final = 1
 # The install record's format: 2 added `origin` (and a null `source` for a reviewed wheel), 3
 # the engine's requirement closure. Older records are read as what they were (source builds;
 # no closure recorded) and upgraded in memory (`RecordStore.read_record`).
-RECORD_SCHEMA_VERSION = 3
+RECORD_SCHEMA_VERSION: Final = 3
 # Which kind of artifact was installed: a wheel automl-setup built from a commit, or a wheel
 # someone reviewed and handed in by its sha256 (no git fields exist for it, none are invented).
 Origin = Literal["source-build", "reviewed-wheel"]
@@ -50,9 +50,9 @@ class SourceIdentity(_Record):
 
 
 class BuildIdentity(_Record):
-    distribution: str
-    version: str
-    wheel_filename: str
+    distribution: str = Field(description="Distribution name of the wheel.")
+    version: str = Field(description="Version of the wheel.")
+    wheel_filename: str = Field(description="File name of the wheel.")
     wheel_sha256: str = Field(description="sha256 of the wheel (built with SOURCE_DATE_EPOCH).")
     record_digest: str = Field(description="sha256 of the wheel's RECORD file.")
     backend: str | None = Field(
@@ -61,23 +61,25 @@ class BuildIdentity(_Record):
 
 
 class InstallInfo(_Record):
-    interpreter: str
+    interpreter: str = Field(description="The target interpreter the engine was installed with.")
     environment: str = Field(description="sys.prefix of the target interpreter.")
-    installer: str
-    installer_version: str
+    installer: str = Field(description="What installed the wheel (uv).")
+    installer_version: str = Field(description="Version of the installer.")
     tool_version: str = Field(
         description="The automl-setup build that made the record: its version, with the commit "
         "it was built from as a local label where known (`0.2.0.dev0+g<commit>`)."
     )
-    extras: list[str] = Field(default_factory=list)
+    extras: list[str] = Field(
+        description="The engine's extras installed with it.", default_factory=list
+    )
     transaction: str = Field(description="Id of the install transaction that wrote the record.")
     time: str = Field(description="UTC time of the install, ISO 8601.")
 
 
 class EnvironmentInfo(_Record):
-    python_version: str
-    implementation: str
-    platform: str
+    python_version: str = Field(description="Python version of the target interpreter.")
+    implementation: str = Field(description="Python implementation (CPython, ...).")
+    platform: str = Field(description="Platform tag of the target interpreter.")
     dependencies: dict[str, str | None] = Field(
         description="Installed versions of the engine's direct dependencies (null: missing)."
     )
@@ -106,10 +108,14 @@ class InstallRecordV2(_Record):
     source: SourceIdentity | None = Field(
         description="Where the wheel was built from; null exactly for a reviewed wheel."
     )
-    build: BuildIdentity
-    install: InstallInfo
-    environment: EnvironmentInfo
-    identity_digest: str
+    build: BuildIdentity = Field(description="The wheel that was installed.")
+    install: InstallInfo = Field(description="How and where it was installed.")
+    environment: EnvironmentInfo = Field(
+        description="The interpreter and platform it was installed for."
+    )
+    identity_digest: str = Field(
+        description="sha256 over the identity fields (source, build, environment, closure)."
+    )
 
     @model_validator(mode="after")
     def _origin_matches_source(self) -> InstallRecordV2:
@@ -119,7 +125,9 @@ class InstallRecordV2(_Record):
 
 
 class InstallRecord(InstallRecordV2):
-    schema_version: Literal[3] = RECORD_SCHEMA_VERSION  # type: ignore[assignment]
+    schema_version: Literal[3] = Field(
+        RECORD_SCHEMA_VERSION, description="Format version of the install record."
+    )  # type: ignore[assignment]
     closure: dict[str, ClosureMember] | None = Field(
         description="Every distribution of the engine's requirement closure as installed, by "
         "canonical name; null only for a record of an older format (read and upgraded)."
@@ -127,23 +135,38 @@ class InstallRecord(InstallRecordV2):
 
 
 class HistoryEntry(_Record):
-    schema_version: Literal[1] = SCHEMA_VERSION
-    time: str
-    event: Literal["installed", "rolled-back"]
-    transaction: str
+    schema_version: Literal[1] = Field(
+        SCHEMA_VERSION, description="Format version of the history line."
+    )
+    time: str = Field(description="When it happened (ISO 8601 UTC).")
+    event: Literal["installed", "rolled-back"] = Field(description="installed, or rolled-back.")
+    transaction: str = Field(description="Id of the install transaction.")
     commit: str | None = Field(description="Commit built; null for a reviewed wheel.")
-    requested_ref: str | None
-    distribution: str
-    version: str | None = None
-    identity_digest: str | None = None
-    wheel_sha256: str | None = None
-    detail: str = ""
+    requested_ref: str | None = Field(
+        description=(
+            "The ref it was installed from (refs/heads/<branch>); null: by commit or a "
+            "reviewed wheel."
+        ),
+    )
+    distribution: str = Field(description="Distribution name of the engine.")
+    version: str | None = Field(None, description="Version of the engine; null when unknown.")
+    identity_digest: str | None = Field(
+        None, description="Identity digest of the installed engine; null when unknown."
+    )
+    wheel_sha256: str | None = Field(
+        None, description="sha256 of the installed wheel; null when unknown."
+    )
+    detail: str = Field("", description="What happened, in words (a rollback's cause).")
 
 
 class FieldDiff(_Record):
-    field: str
-    recorded: str | None
-    found: str | None
+    field: str = Field(
+        description="Identity field that differs (dotted: source.commit, closure member name, ...)."
+    )
+    recorded: str | None = Field(
+        description="Its value in the record or binding; null: absent there."
+    )
+    found: str | None = Field(description="Its value found now; null: absent now.")
 
     def describe(self, recorded: str = "recorded") -> str:
         """The one way a difference is written, in messages, refusals and ledgers."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import socket
 from collections.abc import Callable, Iterator
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import Field, RootModel
 
@@ -18,12 +18,14 @@ from mcp_server.persisted import Persisted, load_persisted_lines
 
 # The ledger line's format: 2 added stop/submit/cancel, the process start and the SLURM fields.
 # Lines of format 1 stay readable (`AttemptEntryV1`): a months-old experiment still resumes.
-ATTEMPT_SCHEMA_VERSION = 2
+ATTEMPT_SCHEMA_VERSION: Final = 2
 
 
 class AttemptEntry(Persisted):
-    schema_version: Literal[2] = ATTEMPT_SCHEMA_VERSION
-    time: str
+    schema_version: Literal[2] = Field(
+        ATTEMPT_SCHEMA_VERSION, description="Format version of the ledger line."
+    )
+    time: str = Field(description="When it happened (ISO 8601 UTC).")
     action: Literal["launch", "resume", "exit", "stop", "submit", "cancel"] = Field(
         description="submit and cancel: a SLURM controller job (docs/slurm.md); launch, resume "
         "and exit also record each SLURM allocation (generation) of one."
@@ -33,18 +35,22 @@ class AttemptEntry(Persisted):
         "grace period), or refused (nothing was signalled)."
     )
     attempt: int = Field(description="1-based number of this attempt in the ledger.")
-    host: str
-    pid: int | None = None
+    host: str = Field(description="Host it happened on.")
+    pid: int | None = Field(None, description="The engine's process id; null when no engine ran.")
     process_start: str | None = Field(
         None,
         description="Boot id and start time of the engine process: proves a pid is still ours.",
     )
-    exit_code: int | None = None
-    environment: str | None = None
-    identity_digest: str | None = None
-    reason: str = ""
-    differences: list[FieldDiff] = Field(default_factory=list)
-    log: str | None = None
+    exit_code: int | None = Field(None, description="The engine's exit code, when it exited.")
+    environment: str | None = Field(
+        None, description="The environment the engine ran from (sys.prefix)."
+    )
+    identity_digest: str | None = Field(None, description="Identity digest of the engine that ran.")
+    reason: str = Field("", description="Why (a refusal's or a stop's cause), empty otherwise.")
+    differences: list[FieldDiff] = Field(
+        description="The identity fields that differed, for a refused resume.", default_factory=list
+    )
+    log: str | None = Field(None, description="The attempt's log file.")
     job_id: str | None = Field(None, description="SLURM job id, for a SLURM-run experiment.")
     generation: int | None = Field(
         None, description="SLURM allocation: its restart count (0 for the first allocation)."

@@ -4,7 +4,7 @@ strict reading, a moved or copied workspace, and how an environment differs from
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import Field
 
@@ -32,7 +32,7 @@ from mcp_server.fsutil import read_file
 from mcp_server.persisted import Persisted, format_version, load_persisted
 
 # 2 added the engine's extras, 3 its requirement closure.
-BINDING_SCHEMA_VERSION = 3
+BINDING_SCHEMA_VERSION: Final = 3
 
 
 class EngineBindingV1(Persisted):

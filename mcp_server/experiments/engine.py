@@ -10,7 +10,7 @@ import os
 import signal
 import subprocess
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -263,7 +263,7 @@ Answer = tuple[dict[str, Any] | None, str | None]
 
 
 def engine_statuses(
-    command: tuple[str, str, str], experiment_ids: list[str], workspace: Path
+    command: tuple[str, str, str], experiment_ids: Sequence[str], workspace: Path
 ) -> list[Answer] | None:
     """`status --json` of several experiments in one engine process (`command`: interpreter,
     distribution, console script): each id's answer as `engine_status` would give it, in

@@ -45,12 +45,12 @@ class LockQuery(NetworkRequest):
 
 class LockResult(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-    experiment_id: str
+    experiment_id: str = Field(description="The experiment whose closure was locked.")
     path: str = Field(description="The pylock.toml written.")
-    sha256: str
+    sha256: str = Field(description="sha256 of the written pylock.toml.")
     written: bool = Field(description="False when the file already held exactly these bytes.")
     packages: int = Field(description="Packages in the lock, the engine included.")
-    engine_wheel_sha256: str
+    engine_wheel_sha256: str = Field(description="sha256 of the engine wheel it names.")
     vcs: list[str] = Field(description="Each VCS dependency, as name@commit.")
 
 

@@ -22,20 +22,20 @@ class _ManifestLoader(yaml.SafeLoader):
     """SafeLoader that refuses aliases and merge keys (an alias bomb expands exponentially)
     and duplicate keys (which would silently keep the last one)."""
 
-    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node | None:
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
         if self.check_event(yaml.AliasEvent):
-            mark = self.peek_event().start_mark
+            mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
             raise yaml.composer.ComposerError(
                 None, None, "aliases (*name) are not allowed in a manifest", mark
             )
-        return super().compose_node(parent, index)  # type: ignore[no-untyped-call]
+        return super().compose_node(parent, index)
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
         for key_node, _value in node.value:
             problem = "merge keys (<<) are not allowed in a manifest"
             if key_node.tag != "tag:yaml.org,2002:merge":
-                key = self.construct_object(key_node, deep=True)  # type: ignore[no-untyped-call]
+                key = self.construct_object(key_node, deep=True)
                 try:
                     problem = f"duplicate key {key!r:.100}" if key in seen else ""
                     seen.add(key)

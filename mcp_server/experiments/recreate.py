@@ -13,10 +13,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from mcp_server.children.bound import Watch
 from mcp_server.environment.artifact import Artifact, from_store, store_wheel
 from mcp_server.environment.identity import diff_fields
-from mcp_server.environment.install import InstallResult, Progress, install_artifact, no_progress
+from mcp_server.environment.install import InstallResult, install_artifact, no_progress
 from mcp_server.environment.pins import ClosurePolicy, overrides_for
 from mcp_server.environment.records import FieldDiff
 from mcp_server.environment.target import locate
+from mcp_server.environment.transaction import Progress
 from mcp_server.environment.wheelstore import WheelStore
 from mcp_server.errors import Fix, SetupError
 from mcp_server.experiments.binding import (
@@ -47,7 +48,7 @@ class RecreateRequest(NetworkRequest):
 class RecreateResult(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    experiment_id: str
+    experiment_id: str = Field(description="The experiment whose engine was recreated.")
     wheel_from: Literal["store", "rebuilt"] = Field(
         description="The bound wheel came from the wheel store, or was rebuilt from the bound "
         "commit (and had the bound sha256)."
@@ -59,7 +60,7 @@ class RecreateResult(BaseModel):
         description="The others, each with where it came from (its index or repository), at "
         "its bound version or commit."
     )
-    install: InstallResult
+    install: InstallResult = Field(description="The install into the separate environment.")
     resume_command: str = Field(description="The command that resumes the experiment there.")
 
 

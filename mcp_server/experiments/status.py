@@ -194,7 +194,7 @@ def _list_one(query: ListQuery, where: Path) -> ExperimentListing:
     if where.exists() and not where.is_dir():
         raise InvalidInput("list", f"{where} is not a directory", "pass the workspace")
     after = cursor_position(where, query.cursor) if query.cursor else None
-    names, undecided = experiment_names(where / SIDECAR), []
+    names, undecided = experiment_names(where / SIDECAR), list[str]()
     if query.filtered:
         names, undecided = bound_to(query, where, names)
     on_page, last = page(names, after, query.page_size)

@@ -60,13 +60,19 @@ class StoreRequest(Request):
 class StoreEntryReport(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    sha256: str
-    state: Literal["ok", "damaged", "added", "kept", "removed"]
-    wheel_filename: str | None = None
-    distribution: str | None = None
-    version: str | None = None
-    origin: str | None = None
-    commit: str | None = None
+    sha256: str = Field(description="The wheel's sha256 (its name in the store).")
+    state: Literal["ok", "damaged", "added", "kept", "removed"] = Field(
+        description="ok, damaged (bytes differ from the hash), added, kept or removed."
+    )
+    wheel_filename: str | None = Field(None, description="The wheel's file name.")
+    distribution: str | None = Field(None, description="Its distribution name.")
+    version: str | None = Field(None, description="Its version.")
+    origin: str | None = Field(
+        None, description="Where it came from (built, kept from an environment, ...)."
+    )
+    commit: str | None = Field(
+        None, description="The commit it was built from, for an engine wheel."
+    )
     member_of: str | None = Field(
         None, description="For a closure member's wheel: the environment it was packed from."
     )
@@ -76,9 +82,11 @@ class StoreEntryReport(BaseModel):
 class StoreReport(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    root: str
-    action: str
-    entries: list[StoreEntryReport]
+    root: str = Field(description="The wheel store's folder.")
+    action: str = Field(description="What was done: list, verify, keep or gc.")
+    entries: list[StoreEntryReport] = Field(
+        description="Every entry the action saw, with what became of it."
+    )
 
     @property
     def exit_code(self) -> ExitCode:

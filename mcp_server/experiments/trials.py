@@ -66,8 +66,10 @@ _EVENTS: dict[str, type[_TrialEvent]] = {
 
 
 class Objective(_EngineRecord):
-    metric: str
-    direction: Literal["minimize", "maximize"]
+    metric: str = Field(description="The metric optimised.")
+    direction: Literal["minimize", "maximize"] = Field(
+        description="Whether lower (minimize) or higher (maximize) is better."
+    )
 
 
 class _Search(_EngineRecord):
@@ -91,21 +93,21 @@ class SftOutcome(_EngineRecord):
     """What the reference engine's `sft` workload writes in a trial's metrics file (its
     score on the held-out questions, the loss-spike rollbacks, the merged export's digest)."""
 
-    score: int
-    questions: int
-    steps: int
-    rollbacks: int
-    export_dir: str
-    export_sha256: str
+    score: int = Field(description="Held-out questions answered right.")
+    questions: int = Field(description="Held-out questions asked.")
+    steps: int = Field(description="Training steps run.")
+    rollbacks: int = Field(description="Loss-spike rollbacks taken.")
+    export_dir: str = Field(description="The candidate's exported model folder.")
+    export_sha256: str = Field(description="sha256 over the exported files.")
 
 
 class Trial(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    index: int
+    index: int = Field(description="Trial number, from 0.")
     attempts: int = Field(description="How many times the trial was started (resumes re-run it).")
-    params: dict[str, ParamValue]
-    state: TrialState
+    params: dict[str, ParamValue] = Field(description="The hyperparameters it ran with.")
+    state: TrialState = Field(description="The engine's state of the trial.")
     value: float | None = Field(description="The objective's value (succeeded trials only).")
     metrics: dict[str, float] = Field(description="Every numeric metric of the trial.")
     duration_s: float | None = Field(description="Seconds of its last, finished attempt.")

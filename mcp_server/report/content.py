@@ -38,22 +38,26 @@ class ProvenanceCard(_Model):
     """What ran: the exact engine build the experiment is bound to, and whether the
     environment it last ran in still holds exactly that build."""
 
-    experiment_id: str
+    experiment_id: str = Field(description="The experiment.")
     repository: str | None = Field(description="Engine repository, credentials stripped.")
-    subdirectory: str | None
+    subdirectory: str | None = Field(
+        description="Engine subdirectory in its repository; null: a reviewed wheel."
+    )
     branch: str | None = Field(description="The ref that was resolved (null: by commit).")
-    commit: str | None
-    subtree_id: str | None
-    distribution: str
-    version: str
-    wheel_sha256: str
+    commit: str | None = Field(description="Engine commit; null: a reviewed wheel.")
+    subtree_id: str | None = Field(description="Git tree id of the subdirectory at that commit.")
+    distribution: str = Field(description="Engine distribution name.")
+    version: str = Field(description="Engine version.")
+    wheel_sha256: str = Field(description="sha256 of the engine's wheel.")
     record_digest: str = Field(description="sha256 of the wheel's RECORD file.")
-    identity_digest: str
+    identity_digest: str = Field(description="Identity digest the experiment is bound to.")
     python: str = Field(description="Python version and implementation of the environment.")
-    platform: str
-    dependencies: dict[str, str | None]
+    platform: str = Field(description="Platform the engine was installed for.")
+    dependencies: dict[str, str | None] = Field(
+        description="Versions of the engine's direct dependencies (null: not installed)."
+    )
     watched: dict[str, str | None] = Field(description="Watched packages (gepa, torch).")
-    torch_cuda: str | None
+    torch_cuda: str | None = Field(description="torch's CUDA build; null: CPU or no torch.")
     manifest_sha256: str = Field(description="sha256 of the manifest the binding holds.")
     launched: str = Field(description="When and where the binding was made.")
     checked_environment: str = Field(description="The environment verified for this report.")
@@ -62,15 +66,15 @@ class ProvenanceCard(_Model):
 
 
 class TimelineEntry(_Model):
-    attempt: int
-    time: str
-    action: str
-    outcome: str
-    host: str
-    pid: int | None
-    exit_code: int | None
-    environment: str | None
-    reason: str
+    attempt: int = Field(description="Attempt number, from 1.")
+    time: str = Field(description="When (ISO 8601 UTC).")
+    action: str = Field(description="launch, resume, exit, stop, submit or cancel.")
+    outcome: str = Field(description="What came of it.")
+    host: str = Field(description="Host.")
+    pid: int | None = Field(description="The engine's process id, if one ran.")
+    exit_code: int | None = Field(description="The engine's exit code, if it exited.")
+    environment: str | None = Field(description="Environment the engine ran from.")
+    reason: str = Field(description="Why, for a refusal or a stop.")
     details: list[str] = Field(
         description="Every other field the attempts ledger holds for this entry (field "
         "differences, scheduler job, node, generation, ...), as `name: value`."
@@ -78,13 +82,19 @@ class TimelineEntry(_Model):
 
 
 class ExperimentReport(_Model):
-    experiment_id: str
-    workspace: str
-    card: ProvenanceCard
-    timeline: list[TimelineEntry]
+    experiment_id: str = Field(description="The experiment reported.")
+    workspace: str = Field(description="Its workspace.")
+    card: ProvenanceCard = Field(
+        description="The provenance card: the exact engine build it is bound to."
+    )
+    timeline: list[TimelineEntry] = Field(
+        description="Every attempt: launches, resumes, stops, exits, refusals."
+    )
     objective: Objective | None = Field(description="From the manifest the engine recorded.")
-    trials: list[Trial]
-    best: Trial | None
+    trials: list[Trial] = Field(description="Every trial, in order.")
+    best: Trial | None = Field(
+        description="The best trial by the objective; null before one finished."
+    )
     sft: dict[int, SftOutcome] = Field(
         description="By trial index: the SFT outcome of trials of the `sft` workload."
     )

@@ -93,7 +93,7 @@ class _Parser(MarkdownIt):
 
 
 @cache
-def _parser() -> _Parser:
+def _parser() -> MarkdownIt:
     # store_labels marks links that use a reference definition (the definition is checked
     # once, where it is written); inline_definitions keeps each definition as a token with
     # its line; text_join off keeps backslash escapes apart from plain text.

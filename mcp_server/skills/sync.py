@@ -204,7 +204,7 @@ def sync(repo_root: Path) -> list[str]:
 
 def manifest(skills_root: Path) -> dict[str, Any]:
     """sha256 and size of every skill file, plus one digest over them all."""
-    files = []
+    files: list[dict[str, Any]] = []
     for rel, path in sorted(_tree(skills_root).items()):
         if path.is_file() and not path.is_symlink():
             data = path.read_bytes()

@@ -136,8 +136,9 @@ def _to_python(node: yaml.Node, path: tuple[str, ...], lines: dict[tuple[str, ..
             key = key_node.value
             if key in result:
                 raise _FrontmatterError(key_line, "yaml", f"duplicate key {key!r}")
-            lines[(*path, key)] = key_line
-            result[key] = _to_python(value_node, (*path, key), lines)
+            where = (*path, key)
+            lines[where] = key_line
+            result[key] = _to_python(value_node, where, lines)
         return result
     raise _FrontmatterError(line, "yaml", "unsupported YAML node")  # pragma: no cover
 
@@ -195,6 +196,7 @@ def _schema_message(key: tuple[str, ...], err: jsonschema.ValidationError) -> st
         hint = "" if isinstance(value, (dict, list)) else "; quote it"
         return f"{field}: must be a {err.validator_value}, got {shown}{hint}"
     if err.validator == "maxLength":
+        assert isinstance(value, str)  # jsonschema checks the length of strings only
         collapsed = " after collapsing whitespace" if field == "description" else ""
         return f"{field}: {len(value)} characters{collapsed}, at most {err.validator_value}"
     if err.validator == "minLength":

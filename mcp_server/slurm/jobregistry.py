@@ -44,14 +44,16 @@ STORAGE_REMEDY = (
 
 
 class RegisteredJob(Persisted):
-    job_id: str
-    experiment_id: str
+    job_id: str = Field(description="SLURM job id.")
+    experiment_id: str = Field(description="The experiment it controls.")
     uid: int = Field(description="Owner: the uid the scheduler reports for the job.")
-    user: str
+    user: str = Field(description="Owner's user name.")
     identity_digest: str = Field(description="Identity digest of the experiment's binding.")
     submitted: str = Field(description="Submit time (ISO 8601 UTC) as the scheduler knew it.")
-    registered: str
-    how: Literal["submit", "adopt"]
+    registered: str = Field(description="When it was registered (ISO 8601 UTC).")
+    how: Literal["submit", "adopt"] = Field(
+        description="submit (by slurm submit) or adopt (by slurm watch register)."
+    )
 
 
 class JobRegistry(Persisted):
@@ -68,9 +70,11 @@ class WatchRegisterRequest(Request):
 class Registration(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    job: RegisteredJob
+    job: RegisteredJob = Field(description="The job as registered.")
     already_registered: bool = Field(description="The same job was registered for it before.")
-    registry: str
+    registry: str = Field(
+        description="The registry file (<workspace>/.automl-setup/slurm-jobs.json)."
+    )
 
 
 def sidecar(workspace: Path) -> Path:

@@ -25,26 +25,26 @@ SCANCEL_TIMEOUT_S = 60.0
 class SlurmStatus(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    experiment_id: str
-    job_id: str
+    experiment_id: str = Field(description="The experiment.")
+    job_id: str = Field(description="Its SLURM controller job id.")
     scheduler: JobView = Field(description="The job as the scheduler reports it now.")
     generation: int | None = Field(
         description="The job's restart count (0: first allocation), from the scheduler, else "
         "from the newest allocation in the attempts ledger."
     )
     experiment_state: str = Field(description="The experiment's own state (experiment status).")
-    trials_done: int | None
-    planned_trials: int | None
+    trials_done: int | None = Field(description="Trials done; null when unknown.")
+    planned_trials: int | None = Field(description="Trials planned; null when unknown.")
     last_attempt: AttemptEntry | None = Field(description="The newest attempts ledger entry.")
-    notes: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(description="What else the records say.", default_factory=list)
 
 
 class CancelledJob(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    experiment_id: str
-    job_id: str
-    done: str
+    experiment_id: str = Field(description="The experiment.")
+    job_id: str = Field(description="The cancelled SLURM job id.")
+    done: str = Field(description="What was done, in words.")
     resume_command: str = Field(description="Continues the experiment after the cancel.")
 
 

@@ -40,18 +40,18 @@ ReceiptKind = Literal[
 
 
 class Receipt(Persisted):
-    schema_version: Literal[1] = 1
+    schema_version: Literal[1] = Field(1, description="Format version of the receipt line.")
     receipt: int = Field(description="1-based number in the receipts ledger (0: not stored).")
-    time: str
-    kind: ReceiptKind
-    job_id: str | None = None
-    experiment_id: str | None = None
-    state: JobState | None = None
-    previous_state: JobState | None = None
-    generation: int | None = None
-    previous_generation: int | None = None
+    time: str = Field(description="When it was noticed (ISO 8601 UTC).")
+    kind: ReceiptKind = Field(description="What happened (a state change, a long wait, ...).")
+    job_id: str | None = Field(None, description="SLURM job id it is about.")
+    experiment_id: str | None = Field(None, description="Experiment it is about.")
+    state: JobState | None = Field(None, description="The job's state now.")
+    previous_state: JobState | None = Field(None, description="Its state at the tick before.")
+    generation: int | None = Field(None, description="Its allocation generation now.")
+    previous_generation: int | None = Field(None, description="Its generation at the tick before.")
     reason: str | None = Field(None, description="The scheduler's wait reason, a plain word.")
-    waited_seconds: int | None = None
+    waited_seconds: int | None = Field(None, description="How long it waited, for a long wait.")
     experiment_state: str | None = Field(None, description="The engine's own status word.")
     command: str | None = Field(None, description="What to run next (resume), when there is.")
     detail: str = Field(description="One sentence of ours saying what happened.")

@@ -79,8 +79,8 @@ class JobView(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    job_id: str
-    state: JobState
+    job_id: str = Field(description="SLURM job id.")
+    state: JobState = Field(description="Job state in automl-setup's fixed vocabulary.")
     scheduler_state: str = Field(description="The scheduler's own word, e.g. PENDING, or ''.")
     reason: str | None = Field(
         None, description="Why the job waits (squeue's Reason), for pending and requeued jobs."
@@ -88,15 +88,15 @@ class JobView(BaseModel):
     generation: int | None = Field(
         None, description="SLURM's restart count (0 for the first allocation); None if unknown."
     )
-    uid: int | None = None
-    user: str | None = None
+    uid: int | None = Field(None, description="Owner's uid, when reported.")
+    user: str | None = Field(None, description="Owner's user name, when reported.")
     submitted: str | None = Field(
         None, description="Submit (or last requeue) time, ISO 8601 UTC, when known."
     )
     source: Literal["squeue", "sacct", "none"] = Field(
         description="Which command answered; none: the scheduler no longer knows the job."
     )
-    note: str = ""
+    note: str = Field("", description="What else to know (the scheduler could not be asked, ...).")
 
     @property
     def live(self) -> bool:
@@ -137,7 +137,7 @@ def query_job(job_id: str) -> JobView:
 def query_jobs(job_ids: Iterable[str]) -> dict[str, JobView]:
     """A view of every job asked for (ids as `JobId`), by id, in one `squeue` call (and one
     `sacct` call for the jobs squeue no longer lists)."""
-    ids = sorted({JobId(j) for j in job_ids}, key=lambda j: (len(j), j))
+    ids: list[str] = sorted({JobId(j) for j in job_ids}, key=lambda j: (len(j), j))
     if not ids:
         return {}
     views = parse_squeue(_squeue(ids))

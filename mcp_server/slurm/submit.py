@@ -14,7 +14,7 @@ from mcp_server.children.run import run_captured
 from mcp_server.environment.target import TargetEnv, locate
 from mcp_server.errors import Arg, Fix, InvalidInput, SetupError, command_line
 from mcp_server.experiments.attempts import log_attempt
-from mcp_server.experiments.binding import Binding
+from mcp_server.experiments.binding import Binding, bound_commit
 from mcp_server.experiments.engine import engine_script, require_record
 from mcp_server.experiments.files import ExperimentFiles
 from mcp_server.experiments.launch import bind_new_experiment, run_argv
@@ -37,17 +37,21 @@ SBATCH_TIMEOUT_S = 60.0
 class SubmittedController(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    experiment_id: str
+    experiment_id: str = Field(description="The experiment bound and submitted.")
     job_id: str = Field(description="The SLURM job id sbatch printed.")
     script_path: str = Field(description="The rendered controller: <experiment folder>/...")
-    template_sha256: str
+    template_sha256: str = Field(description="sha256 of the rendered script.")
     job_log: str = Field(description="The job's output file (slurm-<job id>.out).")
-    max_allocations: str
-    binding_path: str
-    attempts_path: str
-    engine_commit: str
-    identity_digest: str
-    notes: list[str] = Field(default_factory=list)
+    max_allocations: str = Field(description="Allocations the job may use in all.")
+    binding_path: str = Field(description="The experiment's binding.json.")
+    attempts_path: str = Field(description="The experiment's attempts ledger.")
+    engine_commit: str | None = Field(
+        description="Commit of the engine it is bound to; null: a reviewed wheel."
+    )
+    identity_digest: str = Field(description="Identity digest of the engine it is bound to.")
+    notes: list[str] = Field(
+        description="What else to know about the submission.", default_factory=list
+    )
 
 
 def automl_setup_executable() -> Path:
@@ -180,7 +184,7 @@ def submit_controller(request: SubmitRequest) -> SubmittedController:
             experiment_id=files.experiment_id, job_id=job_id, script_path=str(script),
             template_sha256=sha, job_log=str(job_log), max_allocations=request.max_allocations,
             binding_path=str(files.binding), attempts_path=str(files.attempts),
-            engine_commit=binding.engine.source.commit, identity_digest=digest, notes=notes,
+            engine_commit=bound_commit(binding), identity_digest=digest, notes=notes,
         )  # fmt: skip
 
     return bind_new_experiment(bind, "submit", submit)

@@ -87,24 +87,26 @@ class WatchMemory(Persisted):
 class WatchedJob(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    job_id: str
-    experiment_id: str
+    job_id: str = Field(description="SLURM job id.")
+    experiment_id: str = Field(description="The experiment it controls.")
     state: JobState | None = Field(description="None when the scheduler could not be asked.")
-    reason: str | None
-    generation: int | None
+    reason: str | None = Field(description="Why it waits (squeue's Reason).")
+    generation: int | None = Field(
+        description="Allocation generation (0: the first); null when unknown."
+    )
     experiment_state: str | None = Field(description="The engine's own status word.")
-    trials_done: int | None
-    note: str = ""
+    trials_done: int | None = Field(description="Trials done; null when unknown.")
+    note: str = Field("", description="What else the tick noticed.")
 
 
 class WatchTick(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    workspace: str
-    time: str
-    jobs: list[WatchedJob]
+    workspace: str = Field(description="The workspace watched.")
+    time: str = Field(description="When the tick ran (ISO 8601 UTC).")
+    jobs: list[WatchedJob] = Field(description="Every registered job, as the tick saw it.")
     receipts: list[Receipt] = Field(description="What happened this tick (receipt 0: unstored).")
-    receipts_path: str
+    receipts_path: str = Field(description="The receipts file the tick appended to.")
 
     @property
     def exit_code(self) -> int:
@@ -207,7 +209,9 @@ def _judge_job(
 ) -> tuple[list[dict[str, Any]], JobMemory]:
     """What happened to one job since `last`, and what to remember of it."""
     drafts: list[dict[str, Any]] = []
-    generation = view.generation if view.generation is not None else (last and last.generation)
+    generation = (
+        view.generation if view.generation is not None else (last.generation if last else None)
+    )
     here = {
         "job_id": reg.job_id,
         "experiment_id": reg.experiment_id,

@@ -20,7 +20,7 @@ HEADS = "refs/heads/"
 
 class BranchHead(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-    branch: str
+    branch: str = Field(description="Branch name, without refs/heads/.")
     ref: str = Field(description="refs/heads/<branch>.")
     commit: str = Field(description="Full commit id the branch points at now.")
 
@@ -31,11 +31,15 @@ class BranchListing(BaseModel):
     with_subdirectory: str | None = Field(
         description="When asked: only branches whose head holds this subdirectory are listed."
     )
-    branches: list[BranchHead]
+    branches: list[BranchHead] = Field(
+        description="The branches (refs/heads/*), each with the commit it points at."
+    )
     without_subdirectory: int = Field(
         description="How many branches were left out because their head lacks the subdirectory."
     )
-    profile_source: ProfileSource
+    profile_source: ProfileSource = Field(
+        description="Which engine repository was asked, and where that choice came from."
+    )
 
 
 def list_branches(profile: EngineProfile, with_subdirectory: bool, watch: Watch) -> BranchListing:

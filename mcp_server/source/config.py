@@ -128,14 +128,14 @@ def effective_profile(
     """The profile a command uses, searching the project file from `start`; `fields` are the
     single fields given (None: not given)."""
     if profile_file is not None:
-        return load_profile(profile_file, **fields)
+        return load_profile(profile_file, table=None, origin=None, **fields)
     named = environ.get(PROFILE_ENV)
     if named:
-        return load_profile(Path(named), origin=f"{PROFILE_ENV}={named}", **fields)
+        return load_profile(Path(named), table=None, origin=f"{PROFILE_ENV}={named}", **fields)
     project = find_project_file(start)
     if project is not None:
-        return load_profile(table=project.engine, origin=project.label, **fields)
-    return load_profile(**fields)
+        return load_profile(None, table=project.engine, origin=project.label, **fields)
+    return load_profile(None, table=None, origin=None, **fields)
 
 
 # --------------------------------------------------------------------------------------------

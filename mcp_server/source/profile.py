@@ -20,7 +20,7 @@ from mcp_server.errors import InvalidInput
 from mcp_server.values import RepositoryUrl, Subdirectory
 
 if sys.version_info >= (3, 11):
-    import tomllib
+    import tomllib as tomllib  # re-exported: the modules that read TOML take it from here
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
@@ -51,10 +51,15 @@ class ProfileSource(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    distribution: str
+    distribution: str = Field(
+        description=(
+            "Where the distribution name came from (a flag, the profile file, the project "
+            "file, the default)."
+        ),
+    )
     repository: str = Field(description="Repository URL, credentials stripped.")
-    subdirectory: str
-    requirement: str
+    subdirectory: str = Field(description="Where the subdirectory came from.")
+    requirement: str = Field(description="Where the version requirement came from.")
     source: str = Field(
         description="Where the profile came from: fields given by flags or arguments, a profile "
         "file, AUTOML_SETUP_PROFILE, a project file, or the built-in default."

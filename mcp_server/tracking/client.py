@@ -77,7 +77,8 @@ def mlflow_calls(step: str, uri: TrackingUri) -> Iterator[None]:
     try:
         yield
     except MlflowException as exc:
-        raise refusal(step, uri, exc.get_http_status_code(), exc.message) from None
+        status = exc.get_http_status_code()  # type: ignore[no-untyped-call]
+        raise refusal(step, uri, status, exc.message) from None
     except OSError as exc:  # a connection the client did not wrap
         raise refusal(step, uri, None, str(exc)) from None
 

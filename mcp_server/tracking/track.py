@@ -35,8 +35,8 @@ Progress = Callable[[str, str], None]
 class TrackResult(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    experiment_id: str
-    workspace: str
+    experiment_id: str = Field(description="The experiment tracked.")
+    workspace: str = Field(description="Its workspace.")
     tracking_uri: str = Field(description="The tracking server written to (no credentials).")
     mlflow_experiment_id: str = Field(description="The MLflow experiment named after it.")
     parent_run_id: str = Field(description="The experiment's run; each trial's is nested in it.")
@@ -48,7 +48,9 @@ class TrackResult(BaseModel):
     artifacts_uploaded: list[str] = Field(description="Artifacts uploaded (changed or new).")
     syncs: int = Field(description="Syncs made (more than one with follow).")
     unchanged: bool = Field(description="True when the last sync found nothing to write.")
-    notes: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(
+        description="What the sync noticed and left alone.", default_factory=list
+    )
 
 
 def track_experiment(request: TrackRequest, progress: Progress | None = None) -> TrackResult:

@@ -16,7 +16,8 @@ import pytest
 from pydantic import BaseModel
 
 from mcp_server.faces.mcp.calls import reply_model
-from mcp_server.faces.registry import ROWS, Row, load_named
+from mcp_server.faces.mcp.tools import REPLY_ADDS
+from mcp_server.faces.registry import ROWS, Row
 
 MAX_DEPTH = 6
 
@@ -104,7 +105,7 @@ def variants(model: type[BaseModel]) -> list[Variant]:
 
 @pytest.mark.parametrize("op", ROWS, ids=lambda op: op.command)
 def test_every_variant_of_a_result_renders_on_both_faces(op: Row) -> None:
-    extra = load_named(op.mcp.extra) if op.mcp.extra else None
+    _after, extra = REPLY_ADDS.get(op.command, (None, None))
     reply = reply_model(op.result, *((extra,) if extra else ()))
     for variant in variants(op.result):
         result = construct(op.result, variant)

@@ -14,9 +14,10 @@ from mcp.client import Client
 from pydantic import BaseModel
 
 from mcp_server.faces.cli.flags import populate_all
-from mcp_server.faces.cli.main import build_parser
+from mcp_server.faces.cli.main import OWN_HANDLERS, build_parser
 from mcp_server.faces.mcp.server import server
-from mcp_server.faces.registry import ROWS, load_named
+from mcp_server.faces.mcp.tools import REPLY_ADDS
+from mcp_server.faces.registry import ROWS
 
 PACKAGE = Path(__file__).resolve().parents[2] / "mcp_server"
 MAX_LINES = 400
@@ -249,13 +250,20 @@ def test_every_row_names_what_exists_and_says_why_its_faces_differ() -> None:
     every departure of a face from the request is a field of that request, with a reason."""
     for op in ROWS:
         fields = set(op.request.model_fields)
-        assert callable(op.run) and issubclass(op.result, BaseModel), op.command
-        assert callable(load_named(op.renderer)), op.command
-        assert op.handler is None or callable(load_named(op.handler)), op.command
+        operation = op.operation()  # its area imported: what the row names exists
+        assert issubclass(op.request, BaseModel), op.command
+        assert issubclass(operation.result, BaseModel), op.command
+        assert callable(operation.function) and callable(operation.render), op.command
         assert op.mcp.description and op.summary and op.example.startswith("automl-setup ")
         assert set(op.mcp.fixed) <= op.cli_only, op.command  # what the tool sets, it omits
         assert set(op.flags) <= fields, op.command
         assert {n for names in op.exclusive for n in names} <= fields, op.command
+    # A face's own handling of an operation is of an operation, and a handler of the command
+    # line's own is there for what only it does (the row's `why`).
+    commands = {op.command: op for op in ROWS}
+    assert set(REPLY_ADDS) <= set(commands)
+    assert set(OWN_HANDLERS) <= set(commands)
+    assert all(commands[command].why for command in OWN_HANDLERS)
 
 
 # No folder of the faces holds more modules than a reader can keep in view.

@@ -23,7 +23,9 @@ from support.engines import install_main, new_source_repo
 from support.slurm_shim import SlurmShim, sacct_argv, squeue_argv, submit, submitted_workspace
 from support.trees import env_snapshot, tree_digest
 
+from mcp_server.environment.wheelstore import WheelStore
 from mcp_server.slurm.scheduler import NO_ACCOUNTING
+from mcp_server.source.sourcerepo import REFERENCE_DISTRIBUTION
 
 JOB = "4242"  # the shim's first job id
 UNREACHABLE = "slurm_load_jobs error: Unable to contact slurm controller (connect failure)"
@@ -203,6 +205,33 @@ def test_the_note_of_an_unregistered_job_says_how_to_register_it(
     (note,) = json.loads(result.stdout)["notes"]
     register = f"automl-setup slurm watch register --job-id {JOB} --experiment-id exp"
     assert f"{register} --workspace {tmp_path / 'ws'}" in note and "asks again" not in note
+
+
+@pytest.mark.slow  # a second install: the first one's wheel, as a reviewed wheel
+def test_an_experiment_bound_to_a_reviewed_wheel_is_submitted_without_a_commit(
+    engine_env: Path, wheel_store: Path, tmp_path: Path
+) -> None:
+    """A reviewed wheel has no source commit: the submit says so, where it used to fail
+    reading the commit of a source the binding does not have."""
+    record = json.loads((engine_env / ".automl-setup" / "engine-record.json").read_text())
+    sha = record["build"]["wheel_sha256"]
+    stored = WheelStore(wheel_store).find(sha)
+    assert stored is not None
+    wheel = Path(shutil.copy(stored.path, tmp_path))
+    reviewed = tmp_path / "reviewed"
+    where = ["--python", str(reviewed), "--create-env", "--distribution", REFERENCE_DISTRIBUTION]
+    installed = run_cli("install", "--wheel", str(wheel), "--sha256", sha, *where)
+    assert installed.code == 0, installed.output
+
+    shim = SlurmShim(tmp_path)
+    result = submit(shim, reviewed, tmp_path, "--workspace", str(tmp_path / "ws"), "--json")
+    assert result.code == 0, result.output
+    out = json.loads(result.stdout)
+    assert (out["job_id"], out["engine_commit"]) == (JOB, None)
+    text = submit(SlurmShim(tmp_path / "again"), reviewed, tmp_path, "--workspace",
+                  str(tmp_path / "ws2"))  # fmt: skip
+    assert text.code == 0, text.output
+    assert "  commit:   none (a reviewed wheel)\n" in text.stdout
 
 
 # --------------------------------------------------------------------------------------------

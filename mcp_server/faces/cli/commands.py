@@ -5,7 +5,6 @@ and the parser class of every command."""
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import sys
 from collections.abc import Callable, Mapping
@@ -16,7 +15,7 @@ from pydantic import BaseModel
 
 from mcp_server.errors import InvalidInput
 from mcp_server.faces.cli.flags import LazySubParsers, add_flags
-from mcp_server.faces.registry import ALWAYS, COMMON_CODES, ExitCodes, Row, load_named, row
+from mcp_server.faces.registry import ALWAYS, COMMON_CODES, ExitCodes, Row, row
 from mcp_server.faces.registry.fields import build_request
 from mcp_server.faces.registry.row import Flag
 from mcp_server.redact import carries_secret
@@ -90,7 +89,7 @@ def request_fields(
     python and workspace the project file names when the flag is not given; a flag given
     again, the values after its first in the field its `more` names)."""
     more = {name: flag.more for name, flag in (flags or {}).items() if flag.more}
-    fields = {
+    fields: dict[str, Any] = {
         name: profile_from_flags(args) if name == "profile" else getattr(args, name)
         for name in model.model_fields
         if name not in more.values()
@@ -116,12 +115,13 @@ def run_operation(args: argparse.Namespace) -> Outcome:
     operation = row(args.operation)
     fields = request_fields(args, operation.request, operation.flags)
     request = build_request(operation.request, fields)
-    if "progress" in inspect.signature(operation.run).parameters:  # install, resolve, launch, ...
-        from mcp_server.faces.cli.progress import STEPS, CliProgress  # install steps: ~0.1 s
+    if operation.reports_progress:  # install, resolve, launch, ...
+        from mcp_server.environment.transaction import STEPS  # the install's: ~0.1 s
+        from mcp_server.faces.cli.progress import CliProgress
 
-        steps = load_named(operation.mcp.steps) if operation.mcp.steps else STEPS
         progress = CliProgress(
-            enabled=not args.json and not getattr(args, "detach", False), steps=steps
+            enabled=not args.json and not getattr(args, "detach", False),
+            steps=operation.steps or STEPS,
         )
         try:
             result = operation.run(request, progress)
@@ -189,31 +189,27 @@ def _parser(
     return p
 
 
-def add_operation(sub: Subparsers, op: Row) -> argparse.ArgumentParser:
+Handler = Callable[[argparse.Namespace], Outcome]
+
+
+def add_operation(
+    sub: Subparsers, op: Row[Any, Any], handler: Handler = run_operation
+) -> argparse.ArgumentParser:
     """The subcommand of operation `op`: its row gives the help (summary, paragraph, example and
     every exit code it can return) and its flags (made from the request when the command is
-    parsed: `flags.LazySubParsers`); `run_operation` runs it, or the row's own handler. A
-    command of words ("slurm submit") is added as its last word under `sub`."""
+    parsed: `flags.LazySubParsers`); `run_operation` runs it, or the command line's own
+    `handler` (`logs --follow`). A command of words ("slurm submit") is added as its last word
+    under `sub`."""
     name = op.command.split()[-1]
     p = _parser(sub, name, op.summary, op.description, None, (), op.aliases)
-    p.set_defaults(handler=run_operation if op.handler is None else _handler(op.handler))
+    p.set_defaults(handler=handler)
     p.set_defaults(operation=op.command)
     assert isinstance(p, Parser)
     p.pending = lambda parser: _operation_flags(parser, op)
     return p
 
 
-def _handler(name: str) -> Callable[[argparse.Namespace], Outcome]:
-    """A row's own handler, imported when its command runs (not when the parser is built)."""
-
-    def handle(args: argparse.Namespace) -> Outcome:
-        handler: Callable[[argparse.Namespace], Outcome] = load_named(name)
-        return handler(args)
-
-    return handle
-
-
-def _operation_flags(parser: argparse.ArgumentParser, op: Row) -> None:
+def _operation_flags(parser: argparse.ArgumentParser, op: Row[Any, Any]) -> None:
     add_flags(parser, op)
     parser.epilog = help_epilog(op.example, op.exit_codes())
 

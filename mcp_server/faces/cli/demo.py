@@ -152,6 +152,7 @@ def run_demo(workdir: Path | None, say: Callable[[str], None]) -> int:
             lambda s, m: say(f"   [{s}] {m}"),
         )
         record = result.record
+        assert record.source is not None  # built from the demo's own repository, not a wheel
 
         header("launch an experiment bound to that build, then interrupt it with SIGTERM")
         manifest = _manifest(root)

@@ -39,6 +39,7 @@ from mcp_server.source.sourcerepo import (
     create_reference_repository,
     reference_engine_source,
 )
+from mcp_server.values import ExperimentId
 
 EXAMPLE = "sft-lora.yaml"
 TRAINING_EXTRA = "training"
@@ -94,7 +95,7 @@ def _params(params: dict[str, Any]) -> str:
 
 def candidate_table(workspace: Path, experiment_id: str, trials: list[Trial]) -> list[str]:
     """One line per candidate and its export below it, from the trials' metrics files."""
-    files = ExperimentFiles(workspace, experiment_id)
+    files = ExperimentFiles(workspace, ExperimentId(experiment_id))
     outcomes = sft_outcomes(files, read_trials(files))
     lines = [f"   {'candidate':<10} {'params':<44} {'steps':>5} {'rollbacks':>9} {'score':>6}"]
     for trial in trials:

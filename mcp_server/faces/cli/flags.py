@@ -39,7 +39,10 @@ PROFILE_FLAGS = (
 def add_profile_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group(PROFILE_GROUP)
     for flag, text in PROFILE_FLAGS:
-        group.add_argument(flag, help=text, **({"type": _path} if flag == "--profile" else {}))
+        if flag == "--profile":
+            group.add_argument(flag, help=text, type=_path)
+        else:
+            group.add_argument(flag, help=text)
 
 
 def _path(text: str) -> Any:
@@ -106,7 +109,7 @@ def flag_name(field: str) -> str:
     return "--" + field.replace("_", "-")
 
 
-def add_flags(parser: argparse.ArgumentParser, op: Row) -> None:
+def add_flags(parser: argparse.ArgumentParser, op: Row[Any, Any]) -> None:
     """Every flag of operation `op`: its request's fields (but those of the MCP face only), the
     profile group, --json."""
     add_fields(parser, op)
@@ -114,7 +117,7 @@ def add_flags(parser: argparse.ArgumentParser, op: Row) -> None:
 
 
 def add_fields(
-    parser: argparse.ArgumentParser, op: Row, only: tuple[str, ...] | None = None
+    parser: argparse.ArgumentParser, op: Row[Any, Any], only: tuple[str, ...] | None = None
 ) -> None:
     """The flags of `op`'s request fields (`only` these, when given)."""
     exclusive: dict[str, Any] = {}

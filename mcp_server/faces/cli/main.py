@@ -15,7 +15,15 @@ from pydantic import BaseModel
 from mcp_server import __build__
 from mcp_server.errors import ExitCode, SetupError
 from mcp_server.faces.cli import completion, config, init, slurm
-from mcp_server.faces.cli.commands import Outcome, Parser, Subparsers, add_command, add_operation
+from mcp_server.faces.cli.commands import (
+    Handler,
+    Outcome,
+    Parser,
+    Subparsers,
+    add_command,
+    add_operation,
+    run_operation,
+)
 from mcp_server.faces.registry import INTERRUPTED, PIPE_CLOSED, ROWS
 from mcp_server.fsutil import storage_refusals
 from mcp_server.redact import redact_text
@@ -26,6 +34,23 @@ GROUPS = {
     ("slurm",): ("slurm_command", True, "SUBCOMMAND"),
     ("slurm", "watch"): ("watch_command", False, "register"),
 }
+
+
+def run_logs(args: argparse.Namespace) -> Outcome:
+    from mcp_server.faces.cli.experiments import run_logs as run  # imported when it runs
+
+    return run(args)
+
+
+def run_watch(args: argparse.Namespace) -> Outcome:
+    from mcp_server.faces.cli.slurm_watch import watch
+
+    return watch(args)
+
+
+# The operations the command line runs with a handler of its own, not `run_operation`: what
+# only it does (their rows' `why`: `logs --follow`, `slurm watch --interval`).
+OWN_HANDLERS: dict[str, Handler] = {"logs": run_logs, "slurm watch": run_watch}
 
 
 def add_operations(sub: Subparsers) -> None:
@@ -46,7 +71,8 @@ def add_operations(sub: Subparsers) -> None:
 
     for op in ROWS:
         words = tuple(op.command.split())
-        parsers[words] = add_operation(group(words[:-1]), op)
+        handler = OWN_HANDLERS.get(op.command, run_operation)
+        parsers[words] = add_operation(group(words[:-1]), op, handler)
     slurm.add_commands(group(("slurm",)))
 
 

@@ -7,6 +7,8 @@ import argparse
 import sys
 import time
 
+from pydantic import BaseModel
+
 from mcp_server.errors import InvalidInput
 from mcp_server.faces.cli.commands import Outcome, run_operation
 
@@ -21,7 +23,8 @@ def watch(args: argparse.Namespace) -> Outcome:
     while True:
         outcome = run_operation(args)
         payload = outcome.payload
-        text = payload.model_dump_json() if args.json else outcome.text  # type: ignore[union-attr]
+        assert isinstance(payload, BaseModel)  # an operation's payload is its result
+        text = payload.model_dump_json() if args.json else outcome.text
         print(text, flush=True)
         if outcome.code:
             print("(the next tick asks again)", file=sys.stderr, flush=True)

@@ -174,12 +174,13 @@ async def call(
                 project_start(roots), arguments["stall_timeout"]
             )
         request = build_request(op.request, arguments)
-        progress = () if tracker is None else (worker_progress(tracker),)
+        progress = None if tracker is None else worker_progress(tracker)
         with storage_refusals(op.command):  # full or read-only where no state access caught it
-            result = op.run(request, *progress)
+            result = op.run(request, progress)
         added = after(request, result) if after else {}
         fields = {**result.model_dump(), **added, "message": op.render(result)}
-        return reply_model(op.result, *((extra,) if extra else ())).model_validate(fields)
+        model: type[BaseModel] = op.result
+        return reply_model(model, *((extra,) if extra else ())).model_validate(fields)
 
     return await run(ctx, work, tracker)
 

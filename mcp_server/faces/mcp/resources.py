@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
@@ -187,10 +187,13 @@ def _log(workspace: str, experiment_id: str, attempt: str) -> str:
     return attempt_log(_experiment(workspace, experiment_id), _attempt_number(attempt))[2]
 
 
+ReadFn = TypeVar("ReadFn", bound=Callable[..., Any])
+
+
 def register(server: MCPServer) -> None:
     """Declare the resource templates on `server` (the MCPServer of faces/server.py)."""
 
-    def resource(template: str, mime_type: str = JSON) -> Any:
+    def resource(template: str, mime_type: str = JSON) -> Callable[[ReadFn], ReadFn]:
         return server.resource(template, mime_type=mime_type, security=OWN_CHECKS)
 
     @resource(f"{ENVIRONMENT}/record")

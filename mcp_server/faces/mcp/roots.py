@@ -133,7 +133,7 @@ def check_roots(
     outside = [
         _shown(name, given, judged)
         for name, (given, judged) in named.items()
-        if judged is not None and not inside_roots(judged, local)
+        if given is not None and judged is not None and not inside_roots(judged, local)
     ]
     if outside:
         raise InvalidInput(

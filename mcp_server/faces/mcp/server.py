@@ -16,7 +16,9 @@ import sys
 
 import anyio
 
-from mcp_server.faces.mcp.app import server
+from mcp_server.faces.mcp.app import (
+    server as server,  # the server, its tools registered on first use
+)
 from mcp_server.faces.mcp.lifecycle import RedactingFormatter, serve, serve_in_own_session
 from mcp_server.faces.mcp.sdk import forbid_unknown_arguments, tidy_descriptions
 

@@ -13,16 +13,18 @@ same parameters a written one would have.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, ElicitationResult, Resolve
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from mcp_server.faces.mcp.calls import call, reply_model, tool
 from mcp_server.faces.mcp.inputs import BranchChoice, ProfileOption, ask_branch, chosen_branch
 from mcp_server.faces.mcp.progress import MonotonicProgress
+from mcp_server.faces.mcp.resources import StartedResources, started_reply
 from mcp_server.faces.mcp.roots import Roots
-from mcp_server.faces.registry import ROWS, Row, load_named
+from mcp_server.faces.registry import ROWS, Row
 from mcp_server.faces.registry.fields import FieldShape, shapes
 
 # The parameters every tool has besides its arguments: the SDK fills them in.
@@ -48,7 +50,7 @@ def argument_type(shape: FieldShape) -> Any:
     elif shape.value is bool:
         one = Annotated[bool, Field(strict=True)]
     elif shape.choices:
-        one = Literal[shape.choices]  # type: ignore[valid-type]
+        one = Literal[shape.choices]
     else:
         one = shape.value
     bounds = published_bounds(shape)
@@ -78,7 +80,7 @@ def published_bounds(shape: FieldShape) -> dict[str, Any]:
     return found
 
 
-def parameters(op: Row) -> list[inspect.Parameter]:
+def parameters(op: Row[Any, Any]) -> list[inspect.Parameter]:
     """The tool's arguments, in the request's order, then what the SDK fills in."""
     found = []
     for shape in shapes(op.request):
@@ -100,12 +102,21 @@ def parameters(op: Row) -> list[inspect.Parameter]:
     return [*found, CONTEXT, ROOTS, *([ASKED] if op.mcp.asks_branch else [])]
 
 
-def make_tool(op: Row) -> Any:
+# What a tool adds to its reply, by operation: a hook `after(request, result)` and the model of
+# the fields it adds (a started engine's resource URIs: launch, resume).
+ReplyHook = Callable[[Any, Any], dict[str, Any]]
+REPLY_ADDS: dict[str, tuple[ReplyHook, type[BaseModel]]] = {
+    "launch": (started_reply, StartedResources),
+    "resume": (started_reply, StartedResources),
+}
+
+
+def make_tool(op: Row[Any, Any]) -> Any:
     """The tool function of operation `op`, registered with the server."""
-    extra = load_named(op.mcp.extra) if op.mcp.extra else None
-    after = load_named(op.mcp.after) if op.mcp.after else None
-    steps = load_named(op.mcp.steps) if op.mcp.steps else None
-    result = reply_model(op.result, *((extra,) if extra else ()))
+    after, extra = REPLY_ADDS.get(op.command, (None, None))
+    steps = op.steps
+    model: type[BaseModel] = op.result
+    result = reply_model(model, *((extra,) if extra else ()))
 
     async def run_tool(**arguments: Any) -> Any:
         ctx, roots = arguments.pop("ctx"), arguments.pop("roots")

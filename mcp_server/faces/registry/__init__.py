@@ -1,6 +1,7 @@
-"""The registry: one row per operation, and both faces are built from it. A row names the
-operation's function, request and result models and renderer (as `"module:name"`, imported on
-first use, so that a command imports only what it runs), its exit-code rule, its command's help
+"""The registry: one row per operation, and both faces are built from it. A row refers to the
+operation's function, request and result models and renderer through a typed loader that
+imports them when called (`Operation`: a command imports only what it runs, and the type
+checker checks the links), its exit-code rule, its command's help
 (summary, paragraph, example, the exit codes it can return) and its MCP tool (name, title,
 annotations). `python -m mcp_server.docgen` writes the reference docs from the same rows, so
 the help, the tools and the reference cannot disagree.
@@ -13,7 +14,9 @@ checks that both carry exactly the request's fields, but for the documented diff
 
 from __future__ import annotations
 
-from mcp_server.faces.registry import engine, experiments, slurm
+from typing import Any
+
+from mcp_server.faces.registry import engine, experiments, slurm, store
 from mcp_server.faces.registry.row import (
     ALWAYS,
     COMMON_CODES,
@@ -23,9 +26,10 @@ from mcp_server.faces.registry.row import (
     ExitCodes,
     Flag,
     Hints,
+    Operation,
+    Progress,
     Row,
     Tool,
-    load_named,
 )
 
 __all__ = [
@@ -38,18 +42,19 @@ __all__ = [
     "ExitCodes",
     "Flag",
     "Hints",
+    "Operation",
+    "Progress",
     "Row",
     "Tool",
-    "load_named",
     "row",
     "tool_name",
 ]
 
 # Every operation, in the order of the command line's --help and the reference.
-ROWS: tuple[Row, ...] = (*engine.ROWS, *experiments.ROWS, *slurm.ROWS)
+ROWS: tuple[Row[Any, Any], ...] = (*engine.ROWS, *experiments.ROWS, *store.ROWS, *slurm.ROWS)
 
 
-def row(command: str) -> Row:
+def row(command: str) -> Row[Any, Any]:
     """The row of the operation named `command` (a command line's words: "slurm submit")."""
     for found in ROWS:
         if found.command == command:

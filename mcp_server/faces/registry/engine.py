@@ -3,88 +3,163 @@ history."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from mcp_server.faces.registry.row import (
     LOCAL_READ,
     STALL_FLAG,
     Flag,
     Hints,
+    Operation,
     Row,
     Tool,
     healthy,
     own_exit_code,
+    reporting,
 )
-from mcp_server.requests import DEFAULT_BRANCH
+from mcp_server.requests import (
+    DEFAULT_BRANCH,
+    BranchesQuery,
+    DiagnoseQuery,
+    HistoryQuery,
+    InstallRequest,
+    ProvenanceQuery,
+    RepairRequest,
+    ResolveRequest,
+)
 from mcp_server.source.profile import (
     DEFAULT_DISTRIBUTION,
     DEFAULT_REPOSITORY,
     DEFAULT_SUBDIRECTORY,
 )
 
-OPS, REQ, RENDER = "mcp_server.operations", "mcp_server.requests", "mcp_server.faces.render"
+if TYPE_CHECKING:
+    from mcp_server.environment.diagnose import Diagnosis
+    from mcp_server.environment.install import InstallResult
+    from mcp_server.operations import (
+        BranchResolution,
+        InstallHistory,
+        ProvenanceReport,
+        RepairResult,
+    )
+    from mcp_server.source.branches import BranchListing
 
-ROWS: tuple[Row, ...] = (
+
+def _resolve() -> Operation[ResolveRequest, BranchResolution]:
+    from mcp_server.faces.render.engine import resolution_text
+    from mcp_server.operations import BranchResolution, resolve
+    from mcp_server.source.gitsource import RESOLVE_STEPS
+
+    return reporting(resolve, BranchResolution, resolution_text, RESOLVE_STEPS)
+
+
+def _branches() -> Operation[BranchesQuery, BranchListing]:
+    from mcp_server.faces.render.source import branches_text
+    from mcp_server.operations import branches
+    from mcp_server.source.branches import BranchListing
+    from mcp_server.source.gitsource import BRANCHES_STEPS
+
+    return reporting(branches, BranchListing, branches_text, BRANCHES_STEPS)
+
+
+def _install() -> Operation[InstallRequest, InstallResult]:
+    from mcp_server.environment.install import STEPS, InstallResult
+    from mcp_server.faces.render.engine import install_text
+    from mcp_server.operations import install
+
+    return reporting(install, InstallResult, install_text, STEPS)
+
+
+def _verify() -> Operation[ProvenanceQuery, ProvenanceReport]:
+    from mcp_server.faces.render.engine import provenance_text
+    from mcp_server.operations import ProvenanceReport, verify
+
+    return Operation(verify, ProvenanceReport, provenance_text)
+
+
+def _diagnose() -> Operation[DiagnoseQuery, Diagnosis]:
+    from mcp_server.environment.diagnose import Diagnosis
+    from mcp_server.faces.render.engine import diagnosis_text
+    from mcp_server.operations import diagnose
+
+    return Operation(diagnose, Diagnosis, diagnosis_text)
+
+
+def _repair() -> Operation[RepairRequest, RepairResult]:
+    from mcp_server.faces.render.engine import repair_text
+    from mcp_server.operations import RepairResult, repair
+
+    return Operation(repair, RepairResult, repair_text)
+
+
+def _history() -> Operation[HistoryQuery, InstallHistory]:
+    from mcp_server.faces.render.engine import history_text
+    from mcp_server.operations import InstallHistory, history
+
+    return Operation(history, InstallHistory, history_text)
+
+
+ROWS: tuple[Row[Any, Any], ...] = (
     Row(
-        "resolve",
-        "resolve_branch",
-        f"{OPS}:resolve",
-        f"{REQ}:ResolveRequest",
-        f"{OPS}:BranchResolution",
-        f"{RENDER}.engine:resolution_text",
-        "resolve refs/heads/BRANCH to a full commit",
-        "Ask the engine repository which commit refs/heads/BRANCH points at now (exactly that "
-        "ref: never a tag, another branch or a prefix) and print the full commit, changing "
-        "nothing. Show it to the user, then install exactly it with `install --branch BRANCH "
-        "--expect-commit COMMIT`.",
-        "automl-setup resolve --branch dev/my-feature",
-        "Resolve a branch to a commit",
-        Hints(read_only=True, destructive=False, idempotent=True, open_world=True),
+        command="resolve",
+        tool="resolve_branch",
+        operation=_resolve,
+        load_request=lambda: ResolveRequest,
+        summary="resolve refs/heads/BRANCH to a full commit",
+        description=(
+            "Ask the engine repository which commit refs/heads/BRANCH points at now (exactly that "
+            "ref: never a tag, another branch or a prefix) and print the full commit, changing "
+            "nothing. Show it to the user, then install exactly it with `install --branch BRANCH "
+            "--expect-commit COMMIT`."
+        ),
+        example="automl-setup resolve --branch dev/my-feature",
+        title="Resolve a branch to a commit",
+        hints=Hints(read_only=True, destructive=False, idempotent=True, open_world=True),
         flags={"branch": Flag(default=DEFAULT_BRANCH), **STALL_FLAG},
         mcp=Tool(
             "Resolve exactly refs/heads/<branch> of the engine repository to a full commit id (a "
             "tag or a missing branch is an error). Installs nothing; show the user the commit.",
-            steps="mcp_server.source.gitsource:RESOLVE_STEPS",
         ),
     ),
     Row(
-        "branches",
-        "list_branches",
-        f"{OPS}:branches",
-        f"{REQ}:BranchesQuery",
-        "mcp_server.source.branches:BranchListing",
-        f"{RENDER}.source:branches_text",
-        "list the repository's branches (refs/heads/*) and commits",
-        "List the branches (refs/heads/*) of the engine repository with the commit each points "
-        "at, so a user can pick one; reads refs only (with --with-subdirectory, trees too), "
-        "changing nothing.",
-        "automl-setup branches --with-subdirectory",
-        "List the engine repository's branches",
-        Hints(read_only=True, destructive=False, idempotent=True, open_world=True),
+        command="branches",
+        tool="list_branches",
+        operation=_branches,
+        load_request=lambda: BranchesQuery,
+        summary="list the repository's branches (refs/heads/*) and commits",
+        description=(
+            "List the branches (refs/heads/*) of the engine repository with the commit each points "
+            "at, so a user can pick one; reads refs only (with --with-subdirectory, trees too), "
+            "changing nothing."
+        ),
+        example="automl-setup branches --with-subdirectory",
+        title="List the engine repository's branches",
+        hints=Hints(read_only=True, destructive=False, idempotent=True, open_world=True),
         flags=STALL_FLAG,
         mcp=Tool(
             "List the branches (refs/heads/*) of the engine repository with their commits, to "
             "offer the user real choices; the user picks one, never you. Installs nothing.",
-            steps="mcp_server.source.gitsource:BRANCHES_STEPS",
         ),
     ),
     Row(
-        "install",
-        "install_engine",
-        f"{OPS}:install",
-        f"{REQ}:InstallRequest",
-        "mcp_server.environment.install:InstallResult",
-        f"{RENDER}.engine:install_text",
-        "install the engine from a branch or commit",
-        "Resolve the branch (or take the full commit), fetch exactly that source, build a "
-        "wheel, check it and install it into the environment in one transaction that is "
-        "verified and recorded, or rolled back. With neither --branch, --commit nor --wheel "
-        f"the command line installs {DEFAULT_BRANCH}. The default engine is "
-        f"{DEFAULT_DISTRIBUTION} from {DEFAULT_REPOSITORY}, subdirectory {DEFAULT_SUBDIRECTORY} "
-        "(another one: the profile flags, $AUTOML_SETUP_PROFILE or the project file).",
-        "automl-setup install --branch main --python .venv-train --create-env\n"
+        command="install",
+        tool="install_engine",
+        operation=_install,
+        load_request=lambda: InstallRequest,
+        summary="install the engine from a branch or commit",
+        description=(
+            "Resolve the branch (or take the full commit), fetch exactly that source, build a "
+            "wheel, check it and install it into the environment in one transaction that is "
+            "verified and recorded, or rolled back. With neither --branch, --commit nor --wheel "
+            f"the command line installs {DEFAULT_BRANCH}. The default engine is "
+            f"{DEFAULT_DISTRIBUTION} from {DEFAULT_REPOSITORY}, subdirectory "
+            f"{DEFAULT_SUBDIRECTORY} (another one: the profile flags, $AUTOML_SETUP_PROFILE or the "
+            "project file)."
+        ),
+        example="automl-setup install --branch main --python .venv-train --create-env\n"
         "automl-setup install --branch dev/x --expect-commit COMMIT --python .venv-dev",
-        "Install the engine from source",
-        # Replaces the installed engine; a branch may have moved since the last call; fetches.
-        Hints(read_only=False, destructive=True, idempotent=False, open_world=True),
+        title="Install the engine from source",
+        hints=Hints(read_only=False, destructive=True, idempotent=False, open_world=True),
         flags={
             **STALL_FLAG,
             "branch": Flag(help=f"branch to resolve and install (default: {DEFAULT_BRANCH})"),
@@ -101,25 +176,22 @@ ROWS: tuple[Row, ...] = (
             'reviewed-wheel). Without branch, commit or wheel the user is asked "main, or which '
             'development branch?". Pass the commit the user confirmed as expect_commit with the '
             "branch. On any failure the previous engine and its record stay exactly as they were.",
-            steps="mcp_server.environment.install:STEPS",
             asks_branch=True,
         ),
     ),
     Row(
-        "verify",
-        "verify_engine",
-        f"{OPS}:verify",
-        f"{REQ}:ProvenanceQuery",
-        f"{OPS}:ProvenanceReport",
-        f"{RENDER}.engine:provenance_text",
-        "check the installed engine against its record (and an experiment)",
-        "Check the engine installed in the environment against its install record: "
+        command="verify",
+        tool="verify_engine",
+        operation=_verify,
+        load_request=lambda: ProvenanceQuery,
+        summary="check the installed engine against its record (and an experiment)",
+        description="Check the engine installed in the environment against its install record: "
         "direct_url.json, every file's RECORD hash, the wheel's files, the console scripts and "
         "the identity digest; with --experiment-id, also against that experiment's binding. "
         "Changes nothing.",
-        "automl-setup verify --python .venv-train",
-        "Verify the engine against its record",
-        LOCAL_READ,
+        example="automl-setup verify --python .venv-train",
+        title="Verify the engine against its record",
+        hints=LOCAL_READ,
         exit_rule=own_exit_code,
         mcp=Tool(
             "Verify the engine installed in `python` against its record (direct_url.json commit, "
@@ -128,19 +200,19 @@ ROWS: tuple[Row, ...] = (
         ),
     ),
     Row(
-        "diagnose",
-        "diagnose_engine",
-        f"{OPS}:diagnose",
-        f"{REQ}:DiagnoseQuery",
-        "mcp_server.environment.diagnose:Diagnosis",
-        f"{RENDER}.engine:diagnosis_text",
-        "explain what is (not) installed and how to fix it",
-        "Explain what the environment holds: the engine and its verify status, a look-alike "
-        "package when one is installed, an unfinished install, one line per fact, and the "
-        "commands that install the core when it is missing or does not verify.",
-        "automl-setup diagnose --python .venv-train",
-        "Diagnose the engine installation",
-        LOCAL_READ,
+        command="diagnose",
+        tool="diagnose_engine",
+        operation=_diagnose,
+        load_request=lambda: DiagnoseQuery,
+        summary="explain what is (not) installed and how to fix it",
+        description=(
+            "Explain what the environment holds: the engine and its verify status, a look-alike "
+            "package when one is installed, an unfinished install, one line per fact, and the "
+            "commands that install the core when it is missing or does not verify."
+        ),
+        example="automl-setup diagnose --python .venv-train",
+        title="Diagnose the engine installation",
+        hints=LOCAL_READ,
         exit_rule=healthy,
         mcp=Tool(
             "Explain what is (not) installed in `python`: the core engine, look-alike packages "
@@ -149,21 +221,21 @@ ROWS: tuple[Row, ...] = (
         ),
     ),
     Row(
-        "repair",
-        "repair_engine",
-        f"{OPS}:repair",
-        f"{REQ}:RepairRequest",
-        f"{OPS}:RepairResult",
-        f"{RENDER}.engine:repair_text",
-        "roll back an interrupted install",
-        "Roll back an install that was killed part-way, from its journal and backup, restoring "
-        "the previous engine and record (or finish one that had completed); nothing to do is "
-        "not an error.",
-        "automl-setup repair --python .venv-train",
-        "Repair an interrupted install",
+        command="repair",
+        tool="repair_engine",
+        operation=_repair,
+        load_request=lambda: RepairRequest,
+        summary="roll back an interrupted install",
+        description=(
+            "Roll back an install that was killed part-way, from its journal and backup, restoring "
+            "the previous engine and record (or finish one that had completed); nothing to do is "
+            "not an error."
+        ),
+        example="automl-setup repair --python .venv-train",
+        title="Repair an interrupted install",
         # Rolls the environment back; a second call finds nothing to repair; uv may fetch the
         # previous dependency versions from an index.
-        Hints(read_only=False, destructive=True, idempotent=True, open_world=True),
+        hints=Hints(read_only=False, destructive=True, idempotent=True, open_world=True),
         flags=STALL_FLAG,
         mcp=Tool(
             "Roll back an install into `python` that was killed halfway (or finish one whose "
@@ -174,18 +246,18 @@ ROWS: tuple[Row, ...] = (
         ),
     ),
     Row(
-        "history",
-        "history_engine",
-        f"{OPS}:history",
-        f"{REQ}:HistoryQuery",
-        f"{OPS}:InstallHistory",
-        f"{RENDER}.engine:history_text",
-        "list every install into an environment",
-        "List every install and rollback recorded in the environment's history, oldest first: "
-        "time, event, commit and the ref it was installed from (or the reviewed wheel).",
-        "automl-setup history --python .venv-train",
-        "Install history of an environment",
-        LOCAL_READ,
+        command="history",
+        tool="history_engine",
+        operation=_history,
+        load_request=lambda: HistoryQuery,
+        summary="list every install into an environment",
+        description=(
+            "List every install and rollback recorded in the environment's history, oldest first: "
+            "time, event, commit and the ref it was installed from (or the reviewed wheel)."
+        ),
+        example="automl-setup history --python .venv-train",
+        title="Install history of an environment",
+        hints=LOCAL_READ,
         mcp=Tool(
             "Every install of the engine into the environment and every rollback, oldest first.",
         ),

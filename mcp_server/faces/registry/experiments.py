@@ -1,7 +1,9 @@
 """The rows of the experiment operations: launch, resume, status, list, stop, logs, report,
-track, and the wheel store's: store, recreate, lock."""
+track."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from mcp_server.faces.registry.row import (
     LOCAL_READ,
@@ -9,42 +11,114 @@ from mcp_server.faces.registry.row import (
     ExitCodes,
     Flag,
     Hints,
+    Operation,
     Row,
     Tool,
     all_readable,
     engine_exit_code,
-    own_exit_code,
+    reporting,
     stopped,
 )
+from mcp_server.requests import (
+    LaunchRequest,
+    ListQuery,
+    LogsQuery,
+    ReportQuery,
+    ResumeRequest,
+    StatusQuery,
+    StopRequest,
+    TrackRequest,
+)
 
-REQ, RENDER = "mcp_server.requests", "mcp_server.faces.render"
 ENGINE_EXIT: ExitCodes = (
     ("N", "in the foreground: the engine's own exit code (143: stopped by SIGTERM, its state "
      "saved; resume it)"),
 )  # fmt: skip
-# What a started engine's reply adds on the MCP face: the resource URIs of its attempt.
-STARTED_AFTER = "mcp_server.faces.mcp.resources:started_reply"
-STARTED_EXTRA = "mcp_server.faces.mcp.resources:StartedResources"
 # A client is never sent thousands of statuses at once: the tool pages, the command line need not.
 MCP_PAGE_SIZE = 100
 DETACHED = "an MCP call always returns at once (detached); the command line can wait"
 
-ROWS: tuple[Row, ...] = (
+
+if TYPE_CHECKING:
+    from mcp_server.experiments.logs import LogTail
+    from mcp_server.experiments.started import StartedEngine
+    from mcp_server.experiments.status import ExperimentListing, ExperimentStatus
+    from mcp_server.experiments.stop import StopResult
+    from mcp_server.report.make import ReportResult
+    from mcp_server.tracking.track import TrackResult
+
+
+def _launch() -> Operation[LaunchRequest, StartedEngine]:
+    from mcp_server.experiments.launch import launch_experiment
+    from mcp_server.experiments.started import StartedEngine
+    from mcp_server.faces.render.experiments import started_text
+
+    return reporting(launch_experiment, StartedEngine, started_text)
+
+
+def _resume() -> Operation[ResumeRequest, StartedEngine]:
+    from mcp_server.experiments.resume import resume_experiment
+    from mcp_server.experiments.started import StartedEngine
+    from mcp_server.faces.render.experiments import started_text
+
+    return reporting(resume_experiment, StartedEngine, started_text)
+
+
+def _status() -> Operation[StatusQuery, ExperimentStatus]:
+    from mcp_server.experiments.status import ExperimentStatus, experiment_status
+    from mcp_server.faces.render.experiments import status_text
+
+    return Operation(experiment_status, ExperimentStatus, status_text)
+
+
+def _list() -> Operation[ListQuery, ExperimentListing]:
+    from mcp_server.experiments.status import ExperimentListing, list_experiments
+    from mcp_server.faces.render.experiments import listing_text
+
+    return Operation(list_experiments, ExperimentListing, listing_text)
+
+
+def _stop() -> Operation[StopRequest, StopResult]:
+    from mcp_server.experiments.stop import StopResult, stop_experiment
+    from mcp_server.faces.render.experiments import stop_text
+
+    return Operation(stop_experiment, StopResult, stop_text)
+
+
+def _logs() -> Operation[LogsQuery, LogTail]:
+    from mcp_server.experiments.logs import LogTail, experiment_log
+    from mcp_server.faces.render.experiments import logs_text
+
+    return Operation(experiment_log, LogTail, logs_text)
+
+
+def _report() -> Operation[ReportQuery, ReportResult]:
+    from mcp_server.faces.render.report import report_text
+    from mcp_server.report.make import ReportResult, make_report
+
+    return Operation(make_report, ReportResult, report_text)
+
+
+def _track() -> Operation[TrackRequest, TrackResult]:
+    from mcp_server.faces.render.experiments import track_text
+    from mcp_server.tracking.track import STEPS, TrackResult, track_experiment
+
+    return reporting(track_experiment, TrackResult, track_text, STEPS)
+
+
+ROWS: tuple[Row[Any, Any], ...] = (
     Row(
-        "launch",
-        "launch_experiment",
-        "mcp_server.experiments.launch:launch_experiment",
-        f"{REQ}:LaunchRequest",
-        "mcp_server.experiments.started:StartedEngine",
-        f"{RENDER}.experiments:started_text",
-        "start a new experiment bound to the verified engine",
-        "Verify the environment's engine against its record, have the engine check the "
+        command="launch",
+        tool="launch_experiment",
+        operation=_launch,
+        load_request=lambda: LaunchRequest,
+        summary="start a new experiment bound to the verified engine",
+        description="Verify the environment's engine against its record, have the engine check the "
         "manifest (plan), bind a new experiment to that exact build (binding.json) and run the "
         "engine on it, in the foreground with its progress, or detached.",
-        "automl-setup launch --manifest m.yaml --workspace runs --python .venv-train",
-        "Launch an experiment",
-        # A new experiment (an existing id is refused, never replaced); each call starts one.
-        Hints(read_only=False, destructive=False, idempotent=False, open_world=False),
+        example="automl-setup launch --manifest m.yaml --workspace runs --python .venv-train",
+        title="Launch an experiment",
+        hints=Hints(read_only=False, destructive=False, idempotent=False, open_world=False),
         exit_rule=engine_exit_code,
         codes=ENGINE_EXIT,
         cli_only=frozenset({"detach"}),
@@ -54,27 +128,24 @@ ROWS: tuple[Row, ...] = (
             "at once with the engine's pid, log path and binding path; follow it with "
             "status_experiment.",
             fixed={"detach": True},
-            after=STARTED_AFTER,
-            extra=STARTED_EXTRA,
         ),
     ),
     Row(
-        "resume",
-        "resume_experiment",
-        "mcp_server.experiments.resume:resume_experiment",
-        f"{REQ}:ResumeRequest",
-        "mcp_server.experiments.started:StartedEngine",
-        f"{RENDER}.experiments:started_text",
-        "resume an experiment on exactly its bound engine",
-        "Resume an interrupted experiment on exactly the engine build it is bound to: the "
-        "manifest's hash, the environment's record and every identity field must match, or it "
-        "refuses naming each difference and the commands that recreate the bound engine. It "
-        "never installs anything.",
-        "automl-setup resume --experiment-id ID --workspace runs --manifest m.yaml "
+        command="resume",
+        tool="resume_experiment",
+        operation=_resume,
+        load_request=lambda: ResumeRequest,
+        summary="resume an experiment on exactly its bound engine",
+        description=(
+            "Resume an interrupted experiment on exactly the engine build it is bound to: the "
+            "manifest's hash, the environment's record and every identity field must match, or it "
+            "refuses naming each difference and the commands that recreate the bound engine. It "
+            "never installs anything."
+        ),
+        example="automl-setup resume --experiment-id ID --workspace runs --manifest m.yaml "
         "--python .venv-train",
-        "Resume an experiment on its bound engine",
-        # Never installs or swaps anything; each call starts an engine and adds an attempt.
-        Hints(read_only=False, destructive=False, idempotent=False, open_world=False),
+        title="Resume an experiment on its bound engine",
+        hints=Hints(read_only=False, destructive=False, idempotent=False, open_world=False),
         exit_rule=engine_exit_code,
         codes=ENGINE_EXIT,
         cli_only=frozenset({"detach"}),
@@ -85,47 +156,47 @@ ROWS: tuple[Row, ...] = (
             "recreate the bound engine in a separate environment; nothing is installed or "
             "upgraded.",
             fixed={"detach": True},
-            after=STARTED_AFTER,
-            extra=STARTED_EXTRA,
         ),
     ),
     Row(
-        "status",
-        "status_experiment",
-        "mcp_server.experiments.status:experiment_status",
-        f"{REQ}:StatusQuery",
-        "mcp_server.experiments.status:ExperimentStatus",
-        f"{RENDER}.experiments:status_text",
-        "state, trials, best and bound engine of an experiment",
-        "Show an experiment's state (never `running` while no engine holds its lock), the "
-        "trials done of those planned, the trials table, the best trial, the bound engine, the "
-        "last attempt and, when it was interrupted, the exact resume command. Reads the "
-        "records only.",
-        "automl-setup status --experiment-id ID --workspace runs",
-        "Experiment status",
-        LOCAL_READ,
+        command="status",
+        tool="status_experiment",
+        operation=_status,
+        load_request=lambda: StatusQuery,
+        summary="state, trials, best and bound engine of an experiment",
+        description=(
+            "Show an experiment's state (never `running` while no engine holds its lock), the "
+            "trials done of those planned, the trials table, the best trial, the bound engine, the "
+            "last attempt and, when it was interrupted, the exact resume command. Reads the "
+            "records only."
+        ),
+        example="automl-setup status --experiment-id ID --workspace runs",
+        title="Experiment status",
+        hints=LOCAL_READ,
         mcp=Tool(
             "State, trials done, best trial and bound engine of one experiment, read from its "
             "ledger.",
         ),
     ),
     Row(
-        "list",
-        "list_experiments",
-        "mcp_server.experiments.status:list_experiments",
-        f"{REQ}:ListQuery",
-        "mcp_server.experiments.status:ExperimentListing",
-        f"{RENDER}.experiments:listing_text",
-        "list the experiments of a workspace",
-        "List every experiment of a workspace (--workspace again for more) with its status "
-        "(as `status` shows it), and every experiment folder that cannot be read, with why "
-        "(exit code 1 when there is one). In id order; every one unless --page-size is given, "
-        "then that many and the --cursor of the next page. --bound-commit, --identity-digest "
-        "and --closure-member keep only the experiments bound to that build: which "
-        "experiments ran on this engine commit?",
-        "automl-setup list --workspace runs --workspace ../team/runs --bound-commit 4217559e",
-        "List experiments",
-        LOCAL_READ,
+        command="list",
+        tool="list_experiments",
+        operation=_list,
+        load_request=lambda: ListQuery,
+        summary="list the experiments of a workspace",
+        description=(
+            "List every experiment of a workspace (--workspace again for more) with its status (as "
+            "`status` shows it), and every experiment folder that cannot be read, with why (exit "
+            "code 1 when there is one). In id order; every one unless --page-size is given, then "
+            "that many and the --cursor of the next page. --bound-commit, --identity-digest and "
+            "--closure-member keep only the experiments bound to that build: which experiments ran "
+            "on this engine commit?"
+        ),
+        example=(
+            "automl-setup list --workspace runs --workspace ../team/runs --bound-commit 4217559e"
+        ),
+        title="List experiments",
+        hints=LOCAL_READ,
         exit_rule=all_readable,
         aliases=("experiments",),
         flags={
@@ -154,21 +225,20 @@ ROWS: tuple[Row, ...] = (
         ),
     ),
     Row(
-        "stop",
-        "stop_experiment",
-        "mcp_server.experiments.stop:stop_experiment",
-        f"{REQ}:StopRequest",
-        "mcp_server.experiments.stop:StopResult",
-        f"{RENDER}.experiments:stop_text",
-        "stop an experiment's engine: SIGTERM, wait, report",
-        "Stop the engine automl-setup started for an experiment: SIGTERM, then wait up to the "
-        "grace period for it to save its state and exit (with --kill, SIGKILL after it), and "
-        "report what its ledger says; recorded in the attempts ledger. Exit code 1 when it "
-        "still runs.",
-        "automl-setup stop --experiment-id ID --workspace runs --grace 60",
-        "Stop an experiment's engine",
-        # Ends a running engine (it saves its state); a second call finds nothing running.
-        Hints(read_only=False, destructive=True, idempotent=False, open_world=False),
+        command="stop",
+        tool="stop_experiment",
+        operation=_stop,
+        load_request=lambda: StopRequest,
+        summary="stop an experiment's engine: SIGTERM, wait, report",
+        description=(
+            "Stop the engine automl-setup started for an experiment: SIGTERM, then wait up to the "
+            "grace period for it to save its state and exit (with --kill, SIGKILL after it), and "
+            "report what its ledger says; recorded in the attempts ledger. Exit code 1 when it "
+            "still runs."
+        ),
+        example="automl-setup stop --experiment-id ID --workspace runs --grace 60",
+        title="Stop an experiment's engine",
+        hints=Hints(read_only=False, destructive=True, idempotent=False, open_world=False),
         exit_rule=stopped,
         flags={"grace": Flag(metavar="S")},
         mcp=Tool(
@@ -178,22 +248,21 @@ ROWS: tuple[Row, ...] = (
         ),
     ),
     Row(
-        "logs",
-        "logs_experiment",
-        "mcp_server.experiments.logs:experiment_log",
-        f"{REQ}:LogsQuery",
-        "mcp_server.experiments.logs:LogTail",
-        f"{RENDER}.experiments:logs_text",
-        "the tail of an attempt's or a trial's log (64 KiB at most)",
-        "Print the tail of an attempt's engine log (the last attempt by default) or of one "
-        "trial's log, at most 64 KiB; with --follow, keep printing as it grows until the "
-        "engine exits.",
-        "automl-setup logs --experiment-id ID --workspace runs --trial 3",
-        "Tail of an experiment's log",
-        LOCAL_READ,
+        command="logs",
+        tool="logs_experiment",
+        operation=_logs,
+        load_request=lambda: LogsQuery,
+        summary="the tail of an attempt's or a trial's log (64 KiB at most)",
+        description=(
+            "Print the tail of an attempt's engine log (the last attempt by default) or of one "
+            "trial's log, at most 64 KiB; with --follow, keep printing as it grows until the "
+            "engine exits."
+        ),
+        example="automl-setup logs --experiment-id ID --workspace runs --trial 3",
+        title="Tail of an experiment's log",
+        hints=LOCAL_READ,
         flags={"attempt": Flag(metavar="N"), "trial": Flag(metavar="N")},
         exclusive=(("attempt", "trial"),),
-        handler="mcp_server.faces.cli.experiments:run_logs",
         cli_only=frozenset({"follow"}),
         why="an MCP call returns the tail once; the command line can keep printing the log",
         mcp=Tool(
@@ -202,21 +271,19 @@ ROWS: tuple[Row, ...] = (
         ),
     ),
     Row(
-        "report",
-        "report_experiment",
-        "mcp_server.report.make:make_report",
-        f"{REQ}:ReportQuery",
-        "mcp_server.report.make:ReportResult",
-        f"{RENDER}.report:report_text",
-        "write an experiment's self-contained HTML report",
-        "Write an experiment's report as one self-contained HTML file, from its records only: "
-        "the provenance card of the bound engine, the attempts and the trials with their plots "
-        "(the `report` extra); a new file, named after its content by default.",
-        "automl-setup report --experiment-id ID --workspace runs --out r.html",
-        "Write an experiment's report",
-        # One new HTML file: an existing file with other bytes is refused; the same records
-        # give the same file.
-        Hints(read_only=False, destructive=False, idempotent=True, open_world=False),
+        command="report",
+        tool="report_experiment",
+        operation=_report,
+        load_request=lambda: ReportQuery,
+        summary="write an experiment's self-contained HTML report",
+        description=(
+            "Write an experiment's report as one self-contained HTML file, from its records only: "
+            "the provenance card of the bound engine, the attempts and the trials with their plots "
+            "(the `report` extra); a new file, named after its content by default."
+        ),
+        example="automl-setup report --experiment-id ID --workspace runs --out r.html",
+        title="Write an experiment's report",
+        hints=Hints(read_only=False, destructive=False, idempotent=True, open_world=False),
         mcp=Tool(
             "Write the self-contained HTML report of one experiment (provenance card, attempts "
             "timeline, optimisation history, trials, best trial) and return its content with the "
@@ -224,105 +291,25 @@ ROWS: tuple[Row, ...] = (
         ),
     ),
     Row(
-        "store",
-        "store_wheels",
-        "mcp_server.experiments.storeops:run_store",
-        "mcp_server.experiments.storeops:StoreRequest",
-        "mcp_server.experiments.storeops:StoreReport",
-        f"{RENDER}.store:store_text",
-        "the wheel store: list, verify, keep, gc --keep-bound WORKSPACE...",
-        "Look after the content-addressed store of the wheels automl-setup built and of the "
-        "dependency wheels it keeps: list its entries, verify each against its hash, keep an "
-        "experiment's whole bound closure (packed from the environment that holds it, so "
-        "recreate needs no index or repository), or remove (gc) every wheel no binding in the "
-        "named workspaces refers to.",
-        "automl-setup store list\nautoml-setup store keep --experiment-id ID --workspace runs\n"
-        "automl-setup store gc --keep-bound runs other-runs",
-        "List, verify, keep into or garbage-collect the wheel store",
-        # keep adds entries; gc removes every wheel no binding in keep_bound refers to.
-        Hints(read_only=False, destructive=True, idempotent=True, open_world=False),
-        exit_rule=own_exit_code,
-        flags={
-            "action": Flag(positional=True, help="what to do"),
-            "keep_bound": Flag(nargs="+", metavar="WORKSPACE"),
-        },
-        mcp=Tool(
-            "The content-addressed wheel store: list its entries, verify every entry's bytes "
-            "against its sha256, keep (with experiment_id and workspace) every member of the "
-            "experiment's bound dependency closure, packed from the environment that holds it, so "
-            "recreate_engine needs no index or repository; or gc: remove every wheel no binding "
-            "in the keep_bound workspaces refers to.",
+        command="track",
+        tool="track_experiment",
+        operation=_track,
+        load_request=lambda: TrackRequest,
+        summary="write an experiment and its trials to an MLflow tracking server",
+        description=(
+            "Write an experiment to an MLflow tracking server (the `tracking` extra): one run for "
+            "it, one nested run per trial with its params, metrics, status and times, the engine "
+            "build it is bound to as tags on every run (automl.engine.commit, ...), and the "
+            "report, binding and lock as artifacts. Found again by its tags: a second track writes "
+            "only what changed; --follow syncs until the experiment is finished. Credentials come "
+            "from MLflow's own variables (MLFLOW_TRACKING_TOKEN, or _USERNAME and _PASSWORD)."
         ),
-    ),
-    Row(
-        "recreate",
-        "recreate_engine",
-        "mcp_server.experiments.recreate:recreate_engine",
-        "mcp_server.experiments.recreate:RecreateRequest",
-        "mcp_server.experiments.recreate:RecreateResult",
-        f"{RENDER}.store:recreate_text",
-        "install an experiment's bound engine into a separate environment",
-        "Install exactly the engine build an experiment is bound to into another environment, "
-        "from the wheel store (re-hashed) or rebuilt from the bound commit and checked against "
-        "the binding, so the experiment can be resumed there.",
-        "automl-setup recreate --experiment-id ID --workspace runs --python .venv-bound "
-        "--create-env",
-        "Recreate an experiment's bound engine",
-        # Into a separate environment only; a second call finds it installed, unchanged; may
-        # fetch the bound commit when the store lacks the wheel.
-        Hints(read_only=False, destructive=False, idempotent=True, open_world=True),
-        flags=STALL_FLAG,
-        mcp=Tool(
-            "Install exactly the engine build the experiment is bound to into the separate "
-            "environment `python`: from the wheel store (offline) or by rebuilding the bound "
-            "commit (refused unless the wheel's sha256 is the bound one); then checked field by "
-            "field against the binding, so resume_experiment with that python is accepted.",
-            steps="mcp_server.environment.install:STEPS",
+        example=(
+            "automl-setup track --experiment-id ID --workspace runs --tracking-uri "
+            "http://mlflow:5000"
         ),
-    ),
-    Row(
-        "lock",
-        "lock_experiment",
-        "mcp_server.experiments.lock:lock_experiment",
-        "mcp_server.experiments.lock:LockQuery",
-        "mcp_server.experiments.lock:LockResult",
-        f"{RENDER}.store:lock_text",
-        "write a PEP 751 pylock.toml of an experiment's bound closure",
-        "Write the closure an experiment is bound to as a PEP 751 pylock.toml: the engine by "
-        "its stored wheel and sha256, every dependency at its bound version with its index's "
-        "hashes, VCS dependencies at their bound commits; `uv pip sync` installs it into a new "
-        "environment. A new file only.",
-        "automl-setup lock --experiment-id ID --workspace runs --out pylock.toml",
-        "Write a PEP 751 lock of an experiment's bound closure",
-        # One new pylock.toml (other bytes at the path are refused); uv asks the index for each
-        # bound version's files and hashes.
-        Hints(read_only=False, destructive=False, idempotent=True, open_world=True),
-        flags=STALL_FLAG,
-        mcp=Tool(
-            "Write the closure the experiment is bound to as a PEP 751 pylock.toml (the engine by "
-            "its stored wheel and sha256, every dependency at its bound version or commit), which "
-            "`uv pip sync` installs into a new environment.",
-            steps="mcp_server.experiments.lock:STEPS",
-        ),
-    ),
-    Row(
-        "track",
-        "track_experiment",
-        "mcp_server.tracking.track:track_experiment",
-        f"{REQ}:TrackRequest",
-        "mcp_server.tracking.track:TrackResult",
-        f"{RENDER}.experiments:track_text",
-        "write an experiment and its trials to an MLflow tracking server",
-        "Write an experiment to an MLflow tracking server (the `tracking` extra): one run for "
-        "it, one nested run per trial with its params, metrics, status and times, the engine "
-        "build it is bound to as tags on every run (automl.engine.commit, ...), and the "
-        "report, binding and lock as artifacts. Found again by its tags: a second track writes "
-        "only what changed; --follow syncs until the experiment is finished. Credentials come "
-        "from MLflow's own variables (MLFLOW_TRACKING_TOKEN, or _USERNAME and _PASSWORD).",
-        "automl-setup track --experiment-id ID --workspace runs --tracking-uri http://mlflow:5000",
-        "Track an experiment in MLflow",
-        # Runs and artifacts on a server elsewhere; what is already there is only completed.
-        Hints(read_only=False, destructive=False, idempotent=True, open_world=True),
+        title="Track an experiment in MLflow",
+        hints=Hints(read_only=False, destructive=False, idempotent=True, open_world=True),
         flags={
             "tracking_uri": Flag(metavar="URI"),
             "interval": Flag(metavar="SECONDS"),
@@ -333,7 +320,6 @@ ROWS: tuple[Row, ...] = (
             "trial (params, metrics, status, times), the bound engine build as automl.engine.* "
             "tags on every run, the report, binding and lock as artifacts; idempotent (runs "
             "found by their tags). With follow, it syncs until the experiment is finished.",
-            steps="mcp_server.tracking.track:STEPS",
         ),
     ),
 )

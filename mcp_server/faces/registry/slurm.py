@@ -3,29 +3,81 @@
 
 from __future__ import annotations
 
-from mcp_server.faces.registry.row import Flag, Hints, Row, Tool, own_exit_code
+from typing import TYPE_CHECKING, Any
 
-RENDER = "mcp_server.faces.render"
+from mcp_server.faces.registry.row import Flag, Hints, Operation, Row, Tool, own_exit_code
+from mcp_server.slurm.requests import CancelRequest, SlurmStatusQuery, SubmitRequest
 
-ROWS: tuple[Row, ...] = (
+if TYPE_CHECKING:
+    from mcp_server.slurm.jobregistry import Registration, WatchRegisterRequest
+    from mcp_server.slurm.jobs import CancelledJob, SlurmStatus
+    from mcp_server.slurm.submit import SubmittedController
+    from mcp_server.slurm.watcher import WatchRequest, WatchTick
+
+
+def _slurm_watch_request() -> type[WatchRequest]:
+    from mcp_server.slurm.watcher import WatchRequest
+
+    return WatchRequest
+
+
+def _slurm_watch_register_request() -> type[WatchRegisterRequest]:
+    from mcp_server.slurm.jobregistry import WatchRegisterRequest
+
+    return WatchRegisterRequest
+
+
+def _slurm_watch() -> Operation[WatchRequest, WatchTick]:
+    from mcp_server.faces.render.slurm_watch import tick_text
+    from mcp_server.slurm.watcher import WatchTick, tick
+
+    return Operation(tick, WatchTick, tick_text)
+
+
+def _slurm_watch_register() -> Operation[WatchRegisterRequest, Registration]:
+    from mcp_server.faces.render.slurm_watch import registration_text
+    from mcp_server.slurm.jobregistry import Registration, adopt
+
+    return Operation(adopt, Registration, registration_text)
+
+
+def _slurm_submit() -> Operation[SubmitRequest, SubmittedController]:
+    from mcp_server.faces.render.slurm import submitted_text
+    from mcp_server.slurm.submit import SubmittedController, submit_controller
+
+    return Operation(submit_controller, SubmittedController, submitted_text)
+
+
+def _slurm_status() -> Operation[SlurmStatusQuery, SlurmStatus]:
+    from mcp_server.faces.render.slurm import slurm_status_text
+    from mcp_server.slurm.jobs import SlurmStatus, slurm_status
+
+    return Operation(slurm_status, SlurmStatus, slurm_status_text)
+
+
+def _slurm_cancel() -> Operation[CancelRequest, CancelledJob]:
+    from mcp_server.faces.render.slurm import cancelled_text
+    from mcp_server.slurm.jobs import CancelledJob, slurm_cancel
+
+    return Operation(slurm_cancel, CancelledJob, cancelled_text)
+
+
+ROWS: tuple[Row[Any, Any], ...] = (
     Row(
-        "slurm watch",
-        "watch_slurm",
-        "mcp_server.slurm.watcher:tick",
-        "mcp_server.slurm.watcher:WatchRequest",
-        "mcp_server.slurm.watcher:WatchTick",
-        f"{RENDER}.slurm_watch:tick_text",
-        "tick over the registered controller jobs",
-        "Look at every controller job registered in the workspace: once, or every --interval "
-        "seconds until interrupted, reporting jobs that failed, were lost or wait too long, as "
-        "text or one JSON document per tick (exit code 1 when a tick could not ask).",
-        "automl-setup slurm watch --workspace runs --interval 300",
-        "Watch the SLURM controller jobs (one tick)",
-        # Appends receipts and the watcher's memory; a second tick reports only what happened
-        # since the first; asks the scheduler.
-        Hints(read_only=False, destructive=False, idempotent=False, open_world=True),
+        command="slurm watch",
+        tool="watch_slurm",
+        operation=_slurm_watch,
+        load_request=_slurm_watch_request,
+        summary="tick over the registered controller jobs",
+        description=(
+            "Look at every controller job registered in the workspace: once, or every --interval "
+            "seconds until interrupted, reporting jobs that failed, were lost or wait too long, as "
+            "text or one JSON document per tick (exit code 1 when a tick could not ask)."
+        ),
+        example="automl-setup slurm watch --workspace runs --interval 300",
+        title="Watch the SLURM controller jobs (one tick)",
+        hints=Hints(read_only=False, destructive=False, idempotent=False, open_world=True),
         exit_rule=own_exit_code,
-        handler="mcp_server.faces.cli.slurm_watch:watch",
         cli_only=frozenset({"once", "interval"}),
         why="an MCP call is one tick; the command line can tick every --interval seconds",
         mcp=Tool(
@@ -39,20 +91,20 @@ ROWS: tuple[Row, ...] = (
         ),
     ),
     Row(
-        "slurm watch register",
-        "register_slurm_watch",
-        "mcp_server.slurm.jobregistry:adopt",
-        "mcp_server.slurm.jobregistry:WatchRegisterRequest",
-        "mcp_server.slurm.jobregistry:Registration",
-        f"{RENDER}.slurm_watch:registration_text",
-        "adopt an existing job as an experiment's controller",
-        "Register an existing SLURM job (one submitted before the watcher knew of it) as the "
-        "controller of an experiment of the workspace, so watch ticks over it.",
-        "automl-setup slurm watch register --job-id 4242 --experiment-id ID --workspace runs",
-        "Register a SLURM job as an experiment's controller",
-        # One registry entry (a conflicting one is refused); the same job again is "already
-        # registered"; asks the scheduler about the job.
-        Hints(read_only=False, destructive=False, idempotent=True, open_world=True),
+        command="slurm watch register",
+        tool="register_slurm_watch",
+        operation=_slurm_watch_register,
+        load_request=_slurm_watch_register_request,
+        summary="adopt an existing job as an experiment's controller",
+        description=(
+            "Register an existing SLURM job (one submitted before the watcher knew of it) as the "
+            "controller of an experiment of the workspace, so watch ticks over it."
+        ),
+        example=(
+            "automl-setup slurm watch register --job-id 4242 --experiment-id ID --workspace runs"
+        ),
+        title="Register a SLURM job as an experiment's controller",
+        hints=Hints(read_only=False, destructive=False, idempotent=True, open_world=True),
         mcp=Tool(
             "Adopt an existing SLURM job as the controller of an experiment of the workspace, so "
             "that watch_slurm ticks over it. Refused, naming both sides: the job registered for "
@@ -61,21 +113,20 @@ ROWS: tuple[Row, ...] = (
         ),
     ),
     Row(
-        "slurm submit",
-        "submit_slurm_job",
-        "mcp_server.slurm.submit:submit_controller",
-        "mcp_server.slurm.requests:SubmitRequest",
-        "mcp_server.slurm.submit:SubmittedController",
-        f"{RENDER}.slurm:submitted_text",
-        "bind an experiment like launch and submit its job",
-        "Verify the engine, bind a new experiment to that exact build like launch does, write "
-        "the controller batch script beside the binding and submit it with sbatch; the job runs "
-        "the engine over up to --max-allocations allocations.",
-        "automl-setup slurm submit --manifest m.yaml --workspace runs --python .venv-train "
+        command="slurm submit",
+        tool="submit_slurm_job",
+        operation=_slurm_submit,
+        load_request=lambda: SubmitRequest,
+        summary="bind an experiment like launch and submit its job",
+        description=(
+            "Verify the engine, bind a new experiment to that exact build like launch does, write "
+            "the controller batch script beside the binding and submit it with sbatch; the job "
+            "runs the engine over up to --max-allocations allocations."
+        ),
+        example="automl-setup slurm submit --manifest m.yaml --workspace runs --python .venv-train "
         "--time 1:00:00",
-        "Submit an experiment to SLURM",
-        # Binds a new experiment (an existing id is refused) and submits a job, each call.
-        Hints(read_only=False, destructive=False, idempotent=False, open_world=True),
+        title="Submit an experiment to SLURM",
+        hints=Hints(read_only=False, destructive=False, idempotent=False, open_world=True),
         flags={
             "max_allocations": Flag(metavar="N"),
             "sbatch_args": Flag(name="--sbatch-arg", metavar="--OPT[=V]"),
@@ -89,18 +140,18 @@ ROWS: tuple[Row, ...] = (
         ),
     ),
     Row(
-        "slurm status",
-        "status_slurm_job",
-        "mcp_server.slurm.jobs:slurm_status",
-        "mcp_server.slurm.requests:SlurmStatusQuery",
-        "mcp_server.slurm.jobs:SlurmStatus",
-        f"{RENDER}.slurm:slurm_status_text",
-        "scheduler state, generation and trials of the job",
-        "Show the experiment's SLURM job as the scheduler and the records tell it: the job's "
-        "state, the allocation generation it is on, and the experiment's trials.",
-        "automl-setup slurm status --experiment-id ID --workspace runs",
-        "SLURM job of an experiment",
-        Hints(read_only=True, destructive=False, idempotent=True, open_world=True),
+        command="slurm status",
+        tool="status_slurm_job",
+        operation=_slurm_status,
+        load_request=lambda: SlurmStatusQuery,
+        summary="scheduler state, generation and trials of the job",
+        description=(
+            "Show the experiment's SLURM job as the scheduler and the records tell it: the job's "
+            "state, the allocation generation it is on, and the experiment's trials."
+        ),
+        example="automl-setup slurm status --experiment-id ID --workspace runs",
+        title="SLURM job of an experiment",
+        hints=Hints(read_only=True, destructive=False, idempotent=True, open_world=True),
         mcp=Tool(
             "The experiment's SLURM job: scheduler state (fixed vocabulary, with the pending "
             "reason), generation (restart count), trials done and the newest attempts ledger "
@@ -108,19 +159,18 @@ ROWS: tuple[Row, ...] = (
         ),
     ),
     Row(
-        "slurm cancel",
-        "cancel_slurm_job",
-        "mcp_server.slurm.jobs:slurm_cancel",
-        "mcp_server.slurm.requests:CancelRequest",
-        "mcp_server.slurm.jobs:CancelledJob",
-        f"{RENDER}.slurm:cancelled_text",
-        "cancel the experiment's SLURM job (--approve)",
-        "Cancel the experiment's SLURM controller job with scancel, once the user approved "
-        "(--approve); the experiment stays resumable from its saved state.",
-        "automl-setup slurm cancel --experiment-id ID --workspace runs --approve",
-        "Cancel the SLURM job of an experiment",
-        # Ends the job; the experiment's state is saved and resumable.
-        Hints(read_only=False, destructive=True, idempotent=False, open_world=True),
+        command="slurm cancel",
+        tool="cancel_slurm_job",
+        operation=_slurm_cancel,
+        load_request=lambda: CancelRequest,
+        summary="cancel the experiment's SLURM job (--approve)",
+        description=(
+            "Cancel the experiment's SLURM controller job with scancel, once the user approved "
+            "(--approve); the experiment stays resumable from its saved state."
+        ),
+        example="automl-setup slurm cancel --experiment-id ID --workspace runs --approve",
+        title="Cancel the SLURM job of an experiment",
+        hints=Hints(read_only=False, destructive=True, idempotent=False, open_world=True),
         mcp=Tool(
             "Cancel the experiment's SLURM job (scancel). Needs approve=true, given only after "
             "the user said yes; the reply carries the command that resumes the experiment later.",

@@ -12,7 +12,7 @@ def submitted_text(result: SubmittedController) -> str:
         f"(at most {result.max_allocations} allocations)",
         f"  script:   {result.script_path} (sha256 {result.template_sha256})",
         f"  job log:  {result.job_log}",
-        f"  commit:   {result.engine_commit}",
+        f"  commit:   {result.engine_commit or 'none (a reviewed wheel)'}",
         f"  identity: {result.identity_digest}",
         f"  binding:  {result.binding_path}",
         f"  attempts: {result.attempts_path}",

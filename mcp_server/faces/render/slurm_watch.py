@@ -15,7 +15,7 @@ def receipt_line(receipt: Receipt) -> str:
 
 
 def _job_line(job: WatchedJob) -> str:
-    state = job.state or "? (scheduler not asked)"
+    state: str = job.state or "? (scheduler not asked)"
     if job.reason:
         state += f" ({job.reason})"
     generation = "?" if job.generation is None else str(job.generation)
