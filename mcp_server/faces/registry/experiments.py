@@ -324,11 +324,15 @@ ROWS: tuple[Row, ...] = (
         # Runs and artifacts on a server elsewhere; what is already there is only completed.
         Hints(read_only=False, destructive=False, idempotent=True, open_world=True),
         flags={"tracking_uri": Flag(metavar="URI"), "interval": Flag(metavar="SECONDS")},
+        cli_only=frozenset({"follow", "interval"}),
+        why="an MCP call syncs once and returns (a follow would outlast every client's tool "
+        "timeout); the command line can sync until the experiment is finished",
         mcp=Tool(
             "Write one experiment to an MLflow tracking server: a parent run, a nested run per "
             "trial (params, metrics, status, times), the bound engine build as automl.engine.* "
             "tags on every run, the report, binding and lock as artifacts; idempotent (runs "
-            "found by their tags). With follow, it syncs until the experiment is finished.",
+            "found by their tags). One sync per call: while the experiment runs, call it again "
+            "to sync the trials it adds.",
             steps="mcp_server.tracking.track:STEPS",
         ),
     ),
