@@ -277,7 +277,7 @@ def test_a_cancelled_mcp_call_stops_its_sync_and_the_next_call_completes_it(
     marker = tmp_path / "paused"
     for name, value in {"AUTOML_SETUP_PAUSE_AT": PAUSE_POINTS[0],
                         "AUTOML_SETUP_PAUSE_FILE": str(marker),
-                        "AUTOML_SETUP_PAUSE_SECONDS": "2"}.items():  # fmt: skip
+                        "AUTOML_SETUP_PAUSE_SECONDS": "5"}.items():  # fmt: skip
         monkeypatch.setenv(name, value)  # the server's: serve passes this environment on
     args = {"experiment_id": "cancelled", "workspace": str(workspace),
             "tracking_uri": mlflow_server.url}  # fmt: skip
@@ -291,7 +291,7 @@ def test_a_cancelled_mcp_call_stops_its_sync_and_the_next_call_completes_it(
                 group.start_soon(client.call_tool, "track_experiment", args)
                 while not marker.exists():
                     await anyio.sleep(0.05)
-                group.cancel_scope.cancel()
+                group.cancel_scope.cancel()  # well inside the pause: the flag is set by then
             while exclusive_holder(lock) is not None:  # the sync ends after its pause
                 await anyio.sleep(0.05)
             after_cancel = snapshot(mlflow_server, "cancelled")
