@@ -29,6 +29,8 @@ DEFAULTS = {
     "MLFLOW_HTTP_REQUEST_TIMEOUT": "30",
     "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true",
 }
+# Every failure's remedy ends so: syncs are idempotent (sync.py).
+TRACK_AGAIN = "track again: the next sync completes this one, never duplicating a run"
 CREDENTIALS = ("MLFLOW_TRACKING_TOKEN", "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD")
 UNREACHABLE = re.compile(
     r"Connection refused|Failed to establish a new connection|Max retries exceeded|"
@@ -85,7 +87,7 @@ def mlflow_calls(step: str, uri: TrackingUri) -> Iterator[None]:
 
 def refusal(step: str, uri: TrackingUri, status: int | None, said: str) -> SetupError:
     words = " ".join(said.split())[:400]
-    again = "then track again: the next sync completes this one, never duplicating a run"
+    again = f"then {TRACK_AGAIN}"
     if status == 401:
         given = [name for name in CREDENTIALS if os.environ.get(name)]
         cause = (

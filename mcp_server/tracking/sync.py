@@ -2,7 +2,8 @@
 ids remembered locally), and only what differs is written, so a second sync writes nothing and
 a sync cut off halfway is completed by the next one. A run is created with every tag that
 finds it again in the same call, so no run is ever left half-claimed; an artifact's tag is set
-only after its upload."""
+only after its upload. A cancelled MCP call stops the sync before its next trial or its
+artifacts (cancellation.py)."""
 
 from __future__ import annotations
 
@@ -13,11 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mcp_server.cancellation import stop_point
 from mcp_server.errors import SetupError
 from mcp_server.experiments.trials import EngineTrials, Trial
 from mcp_server.pausepoints import pause_at
 from mcp_server.scratch import scratch_dir
-from mcp_server.tracking.client import page_all
+from mcp_server.tracking.client import TRACK_AGAIN, page_all
 from mcp_server.tracking.tags import (
     ARTIFACT_SHA,
     EXPERIMENT_STATUS,
@@ -101,6 +103,7 @@ def sync(
     by_index = {int(r.data.tags[TRIAL_INDEX]): r for r in children if TRIAL_INDEX in r.data.tags}
     metric = found.objective.metric if found.objective else None
     for trial in found.trials:
+        stop_point("track", TRACK_AGAIN)
         run = by_index.get(trial.index)
         if run is None:
             run = client.create_run(
@@ -118,6 +121,7 @@ def sync(
             pause_at("track-trial-created")
             run = client.get_run(run.info.run_id)
         done.updated += _trial(client, run, trial, tags)
+    stop_point("track", TRACK_AGAIN)
     ends = [trial_end(t) for t in found.trials]
     end = max((e for e in ends if e is not None), default=None)
     done.updated += _objective_curve(client, parent, found.trials, metric)

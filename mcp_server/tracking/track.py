@@ -1,6 +1,7 @@
 """`automl-setup track` (MCP `track_experiment`): an experiment written to an MLflow tracking
-server, the engine build it is bound to on every run; with `follow`, synced again every
-`interval` seconds until the experiment is finished (or no engine runs it any more)."""
+server, the engine build it is bound to on every run; with `follow` (the command line's alone:
+an MCP call returns after one sync), synced again every `interval` seconds until the
+experiment is finished (or no engine runs it any more)."""
 
 from __future__ import annotations
 
@@ -100,7 +101,14 @@ def track_experiment(request: TrackRequest, progress: Progress | None = None) ->
             if progress:
                 progress(STEP, f"sync {syncs}: {done.created} runs created, {done.updated} "
                          f"updated, {len(done.uploaded)} artifacts uploaded")  # fmt: skip
-            if not request.follow or status.state in FINISHED:
+            if status.state in FINISHED:
+                break
+            if not request.follow:
+                if status.controller_running:
+                    notes.append(
+                        f"{request.experiment_id} is still running: track it again to sync the "
+                        "trials it adds (each sync writes only what changed)"
+                    )
                 break
             if not status.controller_running:
                 notes.append(

@@ -35,6 +35,7 @@ FOUNDATION = {
     "values",
     "selectors",
     "pausepoints",
+    "cancellation",
     "__init__",
 }
 CORE = {"foundation", "source", "requests", "environment", "experiments"}

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.signals import with_dispositions
 
 from mcp_server.errors import InvalidInput
 from mcp_server.slurm.receipts import clean, plain_word
@@ -112,12 +113,19 @@ def test_watch_takes_exactly_one_mode(fields: dict[str, object], tmp_path: objec
     assert refused.value.exit_code == 2
 
 
+def watching(workspace: Path, ignored: tuple[signal.Signals, ...]) -> subprocess.Popen[str]:
+    """`slurm watch --interval` with `ignored` ignored and the signals that end it at their
+    default, whatever this run inherited."""
+    argv = [sys.executable, "-m", "mcp_server.faces.cli", "slurm", "watch"]
+    argv += ["--workspace", str(workspace), "--interval", "0.1", "--json"]
+    argv = with_dispositions(argv, ignored)
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
 def test_watch_with_an_interval_ticks_until_interrupted(tmp_path: Path) -> None:
     """Every tick printed as it ends (one JSON document per line); SIGINT ends it with 130.
     No job is registered, so no scheduler is asked."""
-    argv = [sys.executable, "-m", "mcp_server.faces.cli", "slurm", "watch"]
-    argv += ["--workspace", str(tmp_path), "--interval", "0.1", "--json"]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = watching(tmp_path, ())
     assert proc.stdout is not None
     ticks = [json.loads(proc.stdout.readline()) for _ in range(2)]
     proc.send_signal(signal.SIGINT)
@@ -126,3 +134,18 @@ def test_watch_with_an_interval_ticks_until_interrupted(tmp_path: Path) -> None:
     assert [(t["workspace"], t["jobs"], t["receipts"]) for t in ticks] == [
         (str(tmp_path), [], [])
     ] * 2
+
+
+def test_a_watch_started_in_the_background_keeps_ticking_through_sigint(tmp_path: Path) -> None:
+    """Started as a shell starts `automl-setup slurm watch --interval 300 &` (SIGINT ignored, so
+    that a Ctrl-C meant for the foreground does not reach it), the watch keeps what it was
+    given: SIGINT changes nothing, SIGTERM (`kill %1`) ends it."""
+    proc = watching(tmp_path, (signal.SIGINT, signal.SIGQUIT))
+    assert proc.stdout is not None
+    json.loads(proc.stdout.readline())
+    proc.send_signal(signal.SIGINT)
+    after = [json.loads(proc.stdout.readline()) for _ in range(3)]  # ticks on
+    assert proc.poll() is None and [t["jobs"] for t in after] == [[], [], []]
+    proc.send_signal(signal.SIGTERM)
+    _out, err = proc.communicate(timeout=30)
+    assert proc.returncode == -signal.SIGTERM and "interrupted" not in err, err

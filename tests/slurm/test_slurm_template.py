@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from support.refengine import ENGINE_SRC
+from support.signals import with_dispositions
 
 from mcp_server.slurm.template import (
     EX_TEMPFAIL,
@@ -74,9 +75,10 @@ class Controller:
     def run(self, **variables: str) -> subprocess.CompletedProcess[str]:
         env = {"PATH": os.environ["PATH"], "GATE_LOG": str(self.gate_log), "PYTHONPATH": "/x"}
         env.update(variables)
-        return subprocess.run(
-            ["bash", str(self.script)], env=env, capture_output=True, text=True, timeout=30
-        )
+        # As slurmstepd starts a batch script: its traps need the signals at their default (a
+        # shell cannot trap one ignored on entry), whatever this test run inherited.
+        argv = with_dispositions(["bash", str(self.script)])
+        return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=30)
 
     def gate_calls(self) -> list[str]:
         return self.gate_log.read_text().splitlines() if self.gate_log.exists() else []

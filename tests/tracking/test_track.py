@@ -21,7 +21,7 @@ from mcp import Client
 from support.browser import assert_not_blank, headless_chrome
 from support.cli import CliResult, run_cli
 from support.experiments import Experiment, Reaper, launch_detached, wait_for, write_manifest
-from support.mcp import BIN, call_ok
+from support.mcp import BIN, Wire, call_ok, serve
 from support.refengine import holding
 from support.tracking import ADMIN, MlflowServer, metrics, params, tags
 from tracking.conftest import Engine
@@ -32,6 +32,7 @@ from mcp_server.experiments.binding import read_binding
 from mcp_server.experiments.files import ExperimentFiles
 from mcp_server.experiments.trials import read_trials
 from mcp_server.faces.mcp.server import server as mcp_server
+from mcp_server.fsutil import exclusive_holder
 from mcp_server.tracking.sync import PAUSE_POINTS
 from mcp_server.tracking.tags import milliseconds, trial_end
 from mcp_server.values import ExperimentId
@@ -142,6 +143,7 @@ def test_tracked_while_it_runs_the_new_trials_arrive(
         first = track("running", exp.workspace, mlflow_server.url, "--json")
         assert first.code == 0, first.output
         assert json.loads(first.stdout)["state"] == "running"
+        assert "running is still running: track it again" in json.loads(first.stdout)["notes"][0]
         _found, runs = mlflow_runs(mlflow_server, "running")
         assert runs[0]["info"]["status"] == "RUNNING"
         assert runs[1]["info"]["status"] == "FINISHED"
@@ -261,6 +263,49 @@ def test_the_mcp_tool_tracks_and_says_when_nothing_changed(
     assert first["runs_created"] == 3 and first["unchanged"] is False
     assert second["unchanged"] is True and second["parent_run_id"] == first["parent_run_id"]
     assert second["message"].startswith("tracked via-mcp: nothing new to write")
+
+
+@pytest.mark.slow
+def test_a_cancelled_mcp_call_stops_its_sync_and_the_next_call_completes_it(
+    mlflow_server: MlflowServer, engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The real SDK client over stdio gives up on a call (its cancel scope, which sends
+    notifications/cancelled) while the server's sync is held after its first trial run: the
+    sync writes no further run and lets go of the experiment, and the next call completes it.
+    The tool takes no follow: one call is one sync."""
+    workspace = engine.launch("cancelled", trials=3)
+    marker = tmp_path / "paused"
+    for name, value in {"AUTOML_SETUP_PAUSE_AT": PAUSE_POINTS[0],
+                        "AUTOML_SETUP_PAUSE_FILE": str(marker),
+                        "AUTOML_SETUP_PAUSE_SECONDS": "5"}.items():  # fmt: skip
+        monkeypatch.setenv(name, value)  # the server's: serve passes this environment on
+    args = {"experiment_id": "cancelled", "workspace": str(workspace),
+            "tracking_uri": mlflow_server.url}  # fmt: skip
+    lock = ExperimentFiles(workspace, ExperimentId("cancelled")).dir / "track.lock"
+
+    async def cancel_then_again() -> tuple[dict[str, Any], list[str], dict[str, Any]]:
+        async with serve([str(BIN / "automl-setup-mcp")], Wire(tmp_path), "legacy") as client:
+            schema = next(t for t in (await client.list_tools()).tools
+                          if t.name == "track_experiment").input_schema  # fmt: skip
+            async with anyio.create_task_group() as group:
+                group.start_soon(client.call_tool, "track_experiment", args)
+                while not marker.exists():
+                    await anyio.sleep(0.05)
+                group.cancel_scope.cancel()  # well inside the pause: the flag is set by then
+            while exclusive_holder(lock) is not None:  # the sync ends after its pause
+                await anyio.sleep(0.05)
+            after_cancel = snapshot(mlflow_server, "cancelled")
+            return schema, after_cancel, await call_ok(client, "track_experiment", args)
+
+    schema, after_cancel, again = anyio.run(cancel_then_again)
+    runs = [json.loads(run) for run in after_cancel]
+    # The experiment's run and the first trial's: no run for the trials after the cancel.
+    assert sorted(tags(run)["automl.run"] for run in runs) == ["experiment", "trial"], runs
+    assert again["runs_created"] == 2 and len(again["artifacts_uploaded"]) == 3, again
+    _found, runs = mlflow_runs(mlflow_server, "cancelled")
+    assert [tags(run).get("automl.trial_index") for run in runs] == [None, "0", "1", "2"]
+    assert all(run["info"]["status"] == "FINISHED" for run in runs)
+    assert "follow" not in schema["properties"] and "interval" not in schema["properties"]
 
 
 def test_without_the_tracking_extra_track_says_how_to_add_it(tmp_path: Path) -> None:

@@ -1,7 +1,8 @@
 """A tool call: `tool` registers a tool under its row's name, title and annotations
 (`faces/registry/`), `call` anchors and checks its path arguments, builds the request, runs the
-operation in a worker thread with a heartbeat (`run`: a refusal becomes a tool error) and makes
-the reply, the operation's result plus the text the command line prints for it."""
+operation in a worker thread with a heartbeat (`run`: a refusal becomes a tool error; a cancelled
+call sets the work's stop flag, cancellation.py) and makes the reply, the operation's result
+plus the text the command line prints for it."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ListRootsResult, ToolAnnotations
 from pydantic import BaseModel, Field, create_model
 
+from mcp_server.cancellation import run_stoppable
 from mcp_server.errors import InvalidInput, SetupError, shown
 from mcp_server.faces.mcp.app import server
 from mcp_server.faces.mcp.lifecycle import SERVING
@@ -33,7 +35,8 @@ T = TypeVar("T")
 
 
 async def run(ctx: Context, work: Callable[[], T], tracker: MonotonicProgress | None = None) -> T:
-    """Run a blocking core call in a worker thread with a heartbeat; SetupError -> ToolError."""
+    """Run a blocking core call in a worker thread with a heartbeat; SetupError -> ToolError.
+    Cancelled (by the client, or its going away), the call sets the work's stop flag."""
     if SERVING.stopping:
         raise refusal(
             "serve",
@@ -42,6 +45,7 @@ async def run(ctx: Context, work: Callable[[], T], tracker: MonotonicProgress | 
             "call again once the client has started the server anew",
         )
     tracker = tracker or MonotonicProgress(ctx)
+    stop = threading.Event()
 
     async def heartbeat() -> None:
         try:
@@ -52,9 +56,11 @@ async def run(ctx: Context, work: Callable[[], T], tracker: MonotonicProgress | 
                 except Exception:
                     log.debug("heartbeat notification failed", exc_info=True)
         finally:
-            # Cancelled when the call ends or the client cancels it (the work itself is
-            # shielded and runs on): either way nothing more is reported for this request.
+            # Cancelled when the call ends or the client cancels it: either way nothing more
+            # is reported for this request, and a work that checks its stop flag (a sync)
+            # ends at its next stop point.
             tracker.closed = True
+            stop.set()
 
     failure: Exception | None = None
     SERVING.in_flight += 1
@@ -62,9 +68,10 @@ async def run(ctx: Context, work: Callable[[], T], tracker: MonotonicProgress | 
         async with anyio.create_task_group() as group:
             group.start_soon(heartbeat)
             try:
-                # Not abandoned on cancel: an install runs to its end or its rollback, never
-                # stops halfway because a client went away.
-                result = await anyio.to_thread.run_sync(work)
+                # Not abandoned on cancel: the call ends when its thread does. An install
+                # never checks the stop flag: it runs to its end or its rollback, never
+                # stopping halfway because a client went away.
+                result = await anyio.to_thread.run_sync(run_stoppable, stop, work)
                 await tracker.finish()
             except Exception as exc:  # raised below, outside the group, so it is not wrapped
                 failure = exc

@@ -315,11 +315,15 @@ ROWS: tuple[Row[Any, Any], ...] = (
             "interval": Flag(metavar="SECONDS"),
             **STALL_FLAG,
         },
+        cli_only=frozenset({"follow", "interval"}),
+        why="an MCP call syncs once and returns (a follow would outlast every client's tool "
+        "timeout); the command line can sync until the experiment is finished",
         mcp=Tool(
             "Write one experiment to an MLflow tracking server: a parent run, a nested run per "
             "trial (params, metrics, status, times), the bound engine build as automl.engine.* "
             "tags on every run, the report, binding and lock as artifacts; idempotent (runs "
-            "found by their tags). With follow, it syncs until the experiment is finished.",
+            "found by their tags). One sync per call: while the experiment runs, call it again "
+            "to sync the trials it adds.",
         ),
     ),
 )
