@@ -18,7 +18,7 @@ from packaging.utils import canonicalize_name
 from pydantic import BaseModel, Field
 
 from mcp_server.childwatch import network_watch
-from mcp_server.environment.artifact import Artifact, reviewed_wheel, store_wheel
+from mcp_server.environment.artifact import Artifact, reviewed_wheel, store_built
 from mcp_server.environment.create import open_for_install
 from mcp_server.environment.gepa_pin import check_installed_gepa
 from mcp_server.environment.pins import ClosurePolicy, moving_requirements, refuse_moving
@@ -275,7 +275,7 @@ def _build(
         subtree_id=fetched.subtree_id,
         commit_time=fetched.commit_time,
     )
-    return store_wheel(wheel.path, wheel.sha256, source, wheel.backend)
+    return store_built(wheel, source)
 
 
 def _commit(record: InstallRecord) -> str | None:

@@ -19,66 +19,14 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from mcp_server.environment.bytecode import LOADED_BY_PYTHON
 from mcp_server.environment.closure import dist_info_dir
 from mcp_server.environment.verify import installed_paths
 from mcp_server.errors import SetupError
 from mcp_server.fsutil import storage_remedy
 from mcp_server.fsutil.statedir import IO_REMEDY
+from mcp_server.target_side import command
 
 COMPILE_TIMEOUT_S = 1800.0
-
-# Runs in the environment's interpreter (any Python >= 3.8), `-I -B`: stdin the sources,
-# stdout {"compiled": N} or {"compiled": N, "error": [errno, strerror, filename]}.
-_COMPILE = (
-    LOADED_BY_PYTHON
-    + r"""
-import json, sys
-from importlib.util import cache_from_source
-from importlib._bootstrap_external import _code_to_timestamp_pyc
-def current(source, pyc):
-    try:
-        with open(pyc, "rb") as f:
-            return loaded(source, f.read(16))
-    except OSError:
-        return False
-done, tmp = 0, None
-try:
-    for source in json.load(sys.stdin):
-        pyc = cache_from_source(source)
-        if current(source, pyc):
-            continue
-        st = os.stat(source)
-        with open(source, "rb") as f:
-            text = f.read()
-        try:
-            code = compile(text, source, "exec", dont_inherit=True)
-        except (SyntaxError, ValueError):
-            continue  # no import of it could succeed either
-        data = memoryview(bytes(_code_to_timestamp_pyc(code, st.st_mtime, st.st_size)))
-        os.makedirs(os.path.dirname(pyc), exist_ok=True)
-        tmp = "%s.%d.tmp" % (pyc, os.getpid())
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        try:
-            while data:
-                data = data[os.write(fd, data):]
-        finally:
-            os.close(fd)
-        os.replace(tmp, pyc)
-        tmp, done = None, done + 1
-except OSError as exc:
-    if tmp is not None:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-    error = [exc.errno, exc.strerror or str(exc), exc.filename or ""]
-    print(json.dumps({"compiled": done, "error": error}))
-    sys.exit(1)
-print(json.dumps({"compiled": done}))
-"""
-)
-
 
 # A distribution's own test suite (pandas and scipy ship thousands of files) is not imported
 # by an engine: it is left out; Python compiles such a file in memory if it ever is imported.
@@ -113,7 +61,7 @@ def compile_sources(interpreter: Path, sources: list[str]) -> int:
                 listing.seek(0)
                 procs.append(
                     subprocess.Popen(
-                        [str(interpreter), "-I", "-B", "-c", _COMPILE],
+                        command(interpreter, "bytecode", "compile"),
                         stdin=listing,
                         stdout=subprocess.PIPE,
                         stderr=subprocess.PIPE,

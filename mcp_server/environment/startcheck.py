@@ -8,23 +8,16 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-IMPORT_TIMEOUT_S = 60.0
+from mcp_server.target_side import command
 
-# Runs in the environment's interpreter (any Python >= 3.8): loads, never calls, each entry point.
-_IMPORT = r"""
-import sys
-from importlib import metadata
-for ep in metadata.distribution(sys.argv[1]).entry_points:
-    if ep.group == "console_scripts":
-        ep.load()
-"""
+IMPORT_TIMEOUT_S = 60.0
 
 
 def start_failure(interpreter: Path, distribution: str) -> str | None:
     """Why the engine's entry points do not import (the exception's last line), or None."""
     try:
         done = subprocess.run(
-            [str(interpreter), "-I", "-B", "-c", _IMPORT, distribution],
+            command(interpreter, "startcheck", distribution),
             capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=IMPORT_TIMEOUT_S,
             check=False,
         )  # fmt: skip

@@ -35,6 +35,8 @@ FOUNDATION = {
     "values",
     "selectors",
     "pausepoints",
+    # Scripts run in a target's interpreter: standard library only (tests/engine/test_target_side.py).
+    "target_side",
     "__init__",
 }
 CORE = {"foundation", "source", "requests", "environment", "experiments"}
