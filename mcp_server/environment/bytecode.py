@@ -3,7 +3,8 @@ bytecode into an environment (its children run `-I -B`), but others may have (a 
 one short, an older tool, a hand-run `python`, an edit). Python loads a `__pycache__` file in
 place of its source whenever its header matches the source, so such a file is checked as
 Python would load it: one it would load must unmarshal and hold exactly the code its source
-compiles to. A stale one (its header no longer matches) is ignored by Python and passes."""
+compiles to (target_side/bytecode.py `check`, in the environment's own interpreter). A stale
+one (its header no longer matches) is ignored by Python and passes."""
 
 from __future__ import annotations
 

@@ -7,9 +7,9 @@ Not uv's `--compile-bytecode`: that recompiles the whole site-packages on every 
 plain install of an engine with numpy, scipy, scikit-learn and pandas) and ignores errors,
 and CPython's own writer does not check for a short write (a full disk left a truncated `.pyc`
 renamed into place). Here only the closure's files without up-to-date bytecode are compiled,
-by the environment's own interpreter, each file written whole (a short write is continued, a
-full disk raises) under a temporary name and renamed into place; a failure refuses the install,
-which rolls back."""
+by the environment's own interpreter (target_side/bytecode.py `compile`), each file written
+whole (a short write is continued, a full disk raises) under a temporary name and renamed into
+place; a failure refuses the install, which rolls back."""
 
 from __future__ import annotations
 

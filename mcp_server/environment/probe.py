@@ -1,5 +1,5 @@
-"""Probing an interpreter: a small stdlib-only script run in it in isolated mode (`-I`), and
-its answer read strictly, so what is reported is what that environment itself sees.
+"""Probing an interpreter: the stdlib-only script target_side/probe.py run in it in isolated mode
+(`-I`), and its answer read strictly, so what is reported is what that environment itself sees.
 """
 
 from __future__ import annotations

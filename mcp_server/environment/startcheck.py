@@ -1,7 +1,8 @@
 """Whether the installed engine starts: the entry points of its console scripts imported by the
-environment's own interpreter, isolated and writing nothing (`-I -B`), as every launch would
-import them. A file verify cannot see (bytecode a full disk cut short) can keep an engine whose
-every recorded file matches from starting; this says so, with the exception's last line."""
+environment's own interpreter (target_side/startcheck.py, `-I -B`: isolated and writing
+nothing), as every launch would import them. A file verify cannot see (bytecode a full disk
+cut short) can keep an engine whose every recorded file matches from starting; this says so,
+with the exception's last line."""
 
 from __future__ import annotations
 

@@ -212,10 +212,10 @@ def test_launcher_run_by_path_in_a_venv_exits_with_the_engines_status(tmp_path: 
     venv = tmp_path / "venv"
     subprocess.run([uv_binary(), "venv", "-q", "--python", sys.executable, str(venv)], check=True)
     python = venv / "bin" / "python"
+    names = json.dumps({"dists": [], "modules": []})
     site = subprocess.run(
-        [python, "-I", "-B", str(HERE / "probe.py"), json.dumps({"dists": [], "modules": []})],
-        capture_output=True, text=True, check=True,
-    )  # fmt: skip
+        command(python, "probe", names), capture_output=True, text=True, check=True
+    )
     plant_demo(Path(json.loads(site.stdout)["purelib"]))
     argv = command(python, "launcher", "demo-engine", "demo", "run", "--approve")
     done = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path)

@@ -35,7 +35,7 @@ FOUNDATION = {
     "values",
     "selectors",
     "pausepoints",
-    # Scripts run in a target's interpreter: standard library only (tests/engine/test_target_side.py).
+    # Scripts run in a target's interpreter: stdlib only (tests/engine/test_target_side.py).
     "target_side",
     "__init__",
 }
