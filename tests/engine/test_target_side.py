@@ -15,12 +15,14 @@ import os
 import re
 import subprocess
 import sys
+import zipfile
 from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 
 import pytest
 from packaging.markers import default_environment
+from support.engines import WheelInstall
 
 from mcp_server.environment.probe import Probe
 from mcp_server.source.wheelbuild import uv_binary
@@ -325,3 +327,32 @@ def test_both_jobs_run_by_path_in_the_interpreter(source: str) -> None:
     assert json.loads(checked.stdout) == []
     wrong = subprocess.run(command(python, "bytecode", "other"), capture_output=True, text=True)
     assert wrong.returncode == 2 and "usage: bytecode.py compile|check" in wrong.stderr
+
+
+# ---- as a user installs automl-setup ---------------------------------------------------------
+
+INSTALLED = """
+import sys
+from pathlib import Path
+from mcp_server.environment.target import prefix_of
+from mcp_server.target_side import command
+print(command(Path(sys.executable), "launcher")[3])
+print(prefix_of(Path(sys.executable)))
+"""
+
+
+@pytest.mark.slow
+def test_the_wheel_carries_every_script_and_runs_them_where_it_is_installed(
+    wheel_install: WheelInstall,
+) -> None:
+    with zipfile.ZipFile(wheel_install.wheel) as wheel:
+        names = set(wheel.namelist())
+    assert {f"mcp_server/target_side/{p.name}" for p in MODULES} <= names
+    python = wheel_install.script("python")
+    done = subprocess.run(
+        [python, "-I", "-c", INSTALLED], capture_output=True, text=True, check=True, cwd="/"
+    )
+    launcher_path, prefix = done.stdout.splitlines()
+    assert Path(launcher_path).is_file()
+    assert Path(launcher_path).is_relative_to(wheel_install.venv.resolve())
+    assert Path(prefix) == wheel_install.venv
