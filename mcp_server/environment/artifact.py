@@ -12,11 +12,28 @@ from mcp_server.environment.wheelstore import StoredWheel, WheelEntry, WheelStor
 from mcp_server.errors import InvalidInput, SetupError
 from mcp_server.source.profile import EngineProfile
 from mcp_server.source.wheelbuild import (
+    BuiltWheel,
     WheelMetadata,
     check_wheel_metadata,
     read_wheel_metadata,
     sha256_file,
 )
+
+
+@dataclass(frozen=True)
+class WheelFile:
+    """A wheel file as read once: its sha256 and its metadata travel with it, so neither the
+    store nor the checks nor the install read it again."""
+
+    path: Path
+    sha256: str
+    meta: WheelMetadata
+
+
+def read_wheel(path: Path, sha256: str) -> WheelFile:
+    """`path`, whose sha256 the caller computed (the build, the reviewed-wheel check), with its
+    metadata read."""
+    return WheelFile(path, sha256, read_wheel_metadata(path))
 
 
 @dataclass(frozen=True)
@@ -30,9 +47,14 @@ class Artifact:
 
 
 def from_store(stored: StoredWheel, source: SourceIdentity | None) -> Artifact:
-    """The artifact of a checked store entry, recorded with `source` (the one it was built
-    from, as a binding or the build knows it; None for a reviewed wheel)."""
-    meta = read_wheel_metadata(stored.path)
+    """The artifact of a checked store entry no one read yet (`recreate` from the store),
+    recorded with `source` (the one it was built from, as a binding knows it)."""
+    return _artifact(stored, read_wheel_metadata(stored.path), source)
+
+
+def _artifact(stored: StoredWheel, meta: WheelMetadata, source: SourceIdentity | None) -> Artifact:
+    """`meta` is the stored wheel's: read from it, or from the file it was stored from (the
+    store is content-addressed: the same sha256, the same bytes)."""
     entry = stored.entry
     build = BuildIdentity(
         distribution=meta.name,
@@ -45,23 +67,25 @@ def from_store(stored: StoredWheel, source: SourceIdentity | None) -> Artifact:
     return Artifact(stored.path, source, build, meta)
 
 
-def store_wheel(
-    wheel: Path, sha256: str, source: SourceIdentity | None, backend: str | None
-) -> Artifact:
+def store_wheel(wheel: WheelFile, source: SourceIdentity | None, backend: str | None) -> Artifact:
     """Keep `wheel` in the store and return it as the artifact to install."""
-    meta = read_wheel_metadata(wheel)
     entry = WheelEntry(
-        sha256=sha256,
-        wheel_filename=wheel.name,
-        distribution=meta.name,
-        version=meta.version,
+        sha256=wheel.sha256,
+        wheel_filename=wheel.path.name,
+        distribution=wheel.meta.name,
+        version=wheel.meta.version,
         origin="source-build" if source is not None else "reviewed-wheel",
         source=source,
         backend=backend,
         time=utc_now(),
         member=None,
     )
-    return from_store(WheelStore().put(wheel, entry), source)
+    return _artifact(WheelStore().put(wheel.path, entry), wheel.meta, source)
+
+
+def store_built(wheel: BuiltWheel, source: SourceIdentity) -> Artifact:
+    """The wheel built from `source`, kept in the store."""
+    return store_wheel(read_wheel(wheel.path, wheel.sha256), source, wheel.backend)
 
 
 def reviewed_wheel(wheel: Path, sha256: str, profile: EngineProfile) -> Artifact:
@@ -84,5 +108,6 @@ def reviewed_wheel(wheel: Path, sha256: str, profile: EngineProfile) -> Artifact
             "installed",
             "install exactly the file that was reviewed, with the sha256 recorded at the review",
         )
-    check_wheel_metadata(read_wheel_metadata(wheel), profile)
-    return store_wheel(wheel, sha256, None, None)
+    read = read_wheel(wheel, sha256)
+    check_wheel_metadata(read.meta, profile)
+    return store_wheel(read, None, None)

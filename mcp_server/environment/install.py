@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 
 from mcp_server.children.bound import Watch
 from mcp_server.children.uv import uv_version
-from mcp_server.environment.artifact import Artifact, reviewed_wheel, store_wheel
+from mcp_server.environment.artifact import Artifact, reviewed_wheel, store_built
 from mcp_server.environment.create import open_for_install
 from mcp_server.environment.gepa_pin import check_installed_gepa
 from mcp_server.environment.pins import ClosurePolicy, moving_requirements, refuse_moving
@@ -280,7 +280,7 @@ def _build(
         subtree_id=fetched.subtree_id,
         commit_time=fetched.commit_time,
     )
-    return store_wheel(wheel.path, wheel.sha256, source, wheel.backend)
+    return store_built(wheel, source)
 
 
 def _commit(record: InstallRecord) -> str | None:

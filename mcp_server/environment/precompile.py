@@ -7,9 +7,9 @@ Not uv's `--compile-bytecode`: that recompiles the whole site-packages on every 
 plain install of an engine with numpy, scipy, scikit-learn and pandas) and ignores errors,
 and CPython's own writer does not check for a short write (a full disk left a truncated `.pyc`
 renamed into place). Here only the closure's files without up-to-date bytecode are compiled,
-by the environment's own interpreter, each file written whole (a short write is continued, a
-full disk raises) under a temporary name and renamed into place; a failure refuses the install,
-which rolls back."""
+by the environment's own interpreter (target_side/bytecode.py `compile`), each file written
+whole (a short write is continued, a full disk raises) under a temporary name and renamed into
+place; a failure refuses the install, which rolls back."""
 
 from __future__ import annotations
 
@@ -20,66 +20,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from mcp_server.children.run import run_captured
-from mcp_server.environment.bytecode import LOADED_BY_PYTHON
 from mcp_server.environment.closure import dist_info_dir
 from mcp_server.environment.verify import installed_paths
 from mcp_server.errors import SetupError
 from mcp_server.fsutil import storage_remedy
 from mcp_server.fsutil.statedir import IO_REMEDY
+from mcp_server.target_side import command
 
 COMPILE_TIMEOUT_S = 1800.0
-
-# Runs in the environment's interpreter (any Python >= 3.8), `-I -B`: stdin the sources,
-# stdout {"compiled": N} or {"compiled": N, "error": [errno, strerror, filename]}.
-_COMPILE = (
-    LOADED_BY_PYTHON
-    + r"""
-import json, sys
-from importlib.util import cache_from_source
-from importlib._bootstrap_external import _code_to_timestamp_pyc
-def current(source, pyc):
-    try:
-        with open(pyc, "rb") as f:
-            return loaded(source, f.read(16))
-    except OSError:
-        return False
-done, tmp = 0, None
-try:
-    for source in json.load(sys.stdin):
-        pyc = cache_from_source(source)
-        if current(source, pyc):
-            continue
-        st = os.stat(source)
-        with open(source, "rb") as f:
-            text = f.read()
-        try:
-            code = compile(text, source, "exec", dont_inherit=True)
-        except (SyntaxError, ValueError):
-            continue  # no import of it could succeed either
-        data = memoryview(bytes(_code_to_timestamp_pyc(code, st.st_mtime, st.st_size)))
-        os.makedirs(os.path.dirname(pyc), exist_ok=True)
-        tmp = "%s.%d.tmp" % (pyc, os.getpid())
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        try:
-            while data:
-                data = data[os.write(fd, data):]
-        finally:
-            os.close(fd)
-        os.replace(tmp, pyc)
-        tmp, done = None, done + 1
-except OSError as exc:
-    if tmp is not None:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-    error = [exc.errno, exc.strerror or str(exc), exc.filename or ""]
-    print(json.dumps({"compiled": done, "error": error}))
-    sys.exit(1)
-print(json.dumps({"compiled": done}))
-"""
-)
-
 
 # A distribution's own test suite (pandas and scipy ship thousands of files) is not imported
 # by an engine: it is left out; Python compiles such a file in memory if it ever is imported.
@@ -106,7 +54,7 @@ def compile_sources(interpreter: Path, sources: list[str]) -> int:
     were compiled. A write that fails is a refusal naming the file and the storage's remedy."""
     workers = max(1, min(os.cpu_count() or 1, len(sources) // 200 or 1))
     chunks = [sources[n::workers] for n in range(workers)]
-    argv = [str(interpreter), "-I", "-B", "-c", _COMPILE]
+    argv = command(interpreter, "bytecode", "compile")
 
     def compile_chunk(chunk: list[str]) -> subprocess.CompletedProcess[str]:
         return run_captured(argv, input=json.dumps(chunk), timeout=COMPILE_TIMEOUT_S)

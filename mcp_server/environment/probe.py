@@ -1,5 +1,5 @@
-"""Probing an interpreter: a small stdlib-only script run in it in isolated mode (`-I`), and
-its answer read strictly, so what is reported is what that environment itself sees.
+"""Probing an interpreter: the stdlib-only script target_side/probe.py run in it in isolated mode
+(`-I`), and its answer read strictly, so what is reported is what that environment itself sees.
 """
 
 from __future__ import annotations
@@ -15,91 +15,9 @@ from mcp_server.children.run import process_failure, run_checked
 from mcp_server.environment.closure import Closure, read_closure
 from mcp_server.errors import SetupError
 from mcp_server.persisted import describe_error
+from mcp_server.target_side import command
 
 WATCHED_PACKAGES = ("gepa", "torch")
-
-# Runs inside the target interpreter (any Python >= 3.8): stdlib only, prints one JSON object.
-_PROBE = r"""
-import json, os, re, sys, sysconfig, platform
-import importlib.util
-from importlib import metadata
-
-def dist_info(name):
-    try:
-        d = metadata.distribution(name)
-    except metadata.PackageNotFoundError:
-        return None
-    path = getattr(d, "_path", None)
-    return {
-        "name": d.metadata["Name"],
-        "version": d.version,
-        "dist_info": str(path) if path else None,
-        "direct_url": d.read_text("direct_url.json"),
-        "installer": (d.read_text("INSTALLER") or "").strip() or None,
-        "requires": list(d.requires or []),
-        "console_scripts": sorted(
-            ep.name for ep in d.entry_points if ep.group == "console_scripts"
-        ),
-    }
-
-def torch_cuda():
-    spec = importlib.util.find_spec("torch")
-    if not spec or not spec.submodule_search_locations:
-        return None
-    for loc in spec.submodule_search_locations:
-        try:
-            text = open(os.path.join(loc, "version.py"), encoding="utf-8").read()
-        except OSError:
-            continue
-        m = re.search(r"^cuda\s*(?::\s*[^=]+)?=\s*(.+)$", text, re.M)
-        value = m.group(1).strip().strip("'\"") if m else "None"
-        return None if value == "None" else value
-    return None
-
-def markers():
-    # packaging's default_environment(), in the stdlib: how this interpreter evaluates markers.
-    iv = sys.implementation.version
-    ver = "%d.%d.%d" % (iv.major, iv.minor, iv.micro)
-    if iv.releaselevel != "final":
-        ver += iv.releaselevel[0] + str(iv.serial)
-    return {
-        "implementation_name": sys.implementation.name,
-        "implementation_version": ver,
-        "os_name": os.name,
-        "platform_machine": platform.machine(),
-        "platform_release": platform.release(),
-        "platform_system": platform.system(),
-        "platform_version": platform.version(),
-        "python_full_version": platform.python_version(),
-        "platform_python_implementation": platform.python_implementation(),
-        "python_version": ".".join(platform.python_version_tuple()[:2]),
-        "sys_platform": sys.platform,
-    }
-
-names = json.loads(sys.argv[1])
-versions = {}
-for d in metadata.distributions():
-    md = d.metadata  # parsed once: d.version would parse METADATA again for its Version
-    n = md["Name"]
-    if n:
-        versions[re.sub(r"[-_.]+", "-", n).lower()] = md["Version"]
-print(json.dumps({
-    "executable": sys.executable,
-    "prefix": sys.prefix,
-    "base_prefix": sys.base_prefix,
-    "purelib": sysconfig.get_paths()["purelib"],
-    "platlib": sysconfig.get_paths()["platlib"],
-    "markers": markers(),
-    "scripts": sysconfig.get_paths()["scripts"],
-    "python_version": platform.python_version(),
-    "implementation": platform.python_implementation(),
-    "platform": sysconfig.get_platform(),
-    "dists": {n: dist_info(n) for n in names["dists"]},
-    "modules": {m: importlib.util.find_spec(m) is not None for m in names["modules"]},
-    "versions": versions,
-    "torch_cuda": torch_cuda(),
-}))
-"""
 
 
 def _absolute(value: Path) -> Path:
@@ -161,8 +79,7 @@ def probe_interpreter(
 ) -> Probe:
     """What `interpreter` itself sees: its paths, platform, the distributions `dists` (None
     when absent), whether `modules` import, and every installed version."""
-    argv = [str(interpreter), "-I", "-B", "-c", _PROBE]
-    argv.append(json.dumps({"dists": dists, "modules": modules or []}))
+    argv = command(interpreter, "probe", json.dumps({"dists": dists, "modules": modules or []}))
     try:
         out = run_checked(argv)
     except (subprocess.SubprocessError, OSError) as exc:

@@ -1,7 +1,8 @@
 """Whether the installed engine starts: the entry points of its console scripts imported by the
-environment's own interpreter, isolated and writing nothing (`-I -B`), as every launch would
-import them. A file verify cannot see (bytecode a full disk cut short) can keep an engine whose
-every recorded file matches from starting; this says so, with the exception's last line."""
+environment's own interpreter (target_side/startcheck.py, `-I -B`: isolated and writing
+nothing), as every launch would import them. A file verify cannot see (bytecode a full disk
+cut short) can keep an engine whose every recorded file matches from starting; this says so,
+with the exception's last line."""
 
 from __future__ import annotations
 
@@ -9,24 +10,16 @@ import subprocess
 from pathlib import Path
 
 from mcp_server.children.run import run_captured
+from mcp_server.target_side import command
 
 IMPORT_TIMEOUT_S = 60.0
-
-# Runs in the environment's interpreter (any Python >= 3.8): loads, never calls, each entry point.
-_IMPORT = r"""
-import sys
-from importlib import metadata
-for ep in metadata.distribution(sys.argv[1]).entry_points:
-    if ep.group == "console_scripts":
-        ep.load()
-"""
 
 
 def start_failure(interpreter: Path, distribution: str) -> str | None:
     """Why the engine's entry points do not import (the exception's last line), or None."""
     try:
         done = run_captured(
-            [str(interpreter), "-I", "-B", "-c", _IMPORT, distribution], timeout=IMPORT_TIMEOUT_S
+            command(interpreter, "startcheck", distribution), timeout=IMPORT_TIMEOUT_S
         )
     except subprocess.TimeoutExpired:
         return f"importing its entry points took longer than {IMPORT_TIMEOUT_S:.0f} s"

@@ -18,6 +18,7 @@ from mcp_server.children.run import process_failure, run_checked
 from mcp_server.environment.probe import Probe, probe_interpreter
 from mcp_server.errors import ExitCode, InvalidInput, SetupError
 from mcp_server.fsutil import STATE_DIR_NAME, exclusive_holder, locked_directory
+from mcp_server.target_side import command
 from mcp_server.values import TargetPath
 
 LOCK_NAME = "lock"  # <state dir>/lock: the environment lock (RecordStore.lock_path)
@@ -236,7 +237,7 @@ def prefix_of(interpreter: Path) -> Path:
     step = "locate environment"
     remedy = "pass --python pointing at a working Python 3 interpreter or venv"
     try:
-        out = run_checked([str(interpreter), "-I", "-B", "-c", "import sys; print(sys.prefix)"])
+        out = run_checked(command(interpreter, "prefix"))
     except (subprocess.SubprocessError, OSError) as exc:
         raise InvalidInput(
             step,

@@ -206,11 +206,13 @@ class WheelStore:
 
     def put(self, wheel: Path, entry: WheelEntry) -> StoredWheel:
         """Store `wheel` (whose sha256 is `entry.sha256`) unless it is there already; safe
-        against other processes storing the same wheel at the same time."""
+        against other processes storing the same wheel at the same time. The copy is hashed
+        once, as it is made; an entry found, or another process's, is checked."""
         existing = self.find(entry.sha256)
         if existing is not None:
             return existing
         tmp = self.wheels / f".tmp-{secrets.token_hex(8)}"  # unpredictable, made exclusively
+        ours = False
         try:
             with state_dir(self.wheels, step="store", create=True, edge=self.root) as wheels:
                 os.mkdir(tmp.name, 0o700, dir_fd=wheels)
@@ -219,6 +221,7 @@ class WheelStore:
                     os.chmod(tmp.name, READ_ONLY_DIR, dir_fd=wheels)
                     try:
                         os.rename(tmp.name, entry.sha256, src_dir_fd=wheels, dst_dir_fd=wheels)
+                        ours = True
                     except OSError as exc:
                         # Another process stored the same wheel first: checked below.
                         if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
@@ -228,6 +231,8 @@ class WheelStore:
                     remove_tree(tmp)
         except OSError as exc:
             raise _unwritable(self.wheels, exc) from None
+        if ours:
+            return StoredWheel(self.entry_dir(entry.sha256) / entry.wheel_filename, entry)
         return self.check(entry.sha256)
 
     def _fill(self, tmp: Path, wheel: Path, entry: WheelEntry) -> None:

@@ -21,6 +21,7 @@ from mcp_server.environment.target import TargetEnv
 from mcp_server.errors import ExitCode, Fix, SetupError
 from mcp_server.experiments.binding import Binding
 from mcp_server.fsutil import open_log
+from mcp_server.target_side import command
 
 STATUS_TIMEOUT_S = 60.0
 PLAN_TIMEOUT_S = 60.0
@@ -41,34 +42,12 @@ def engine_script(probe: Probe, record: InstallRecord) -> str:
     return scripts[0]
 
 
-# Runs in the environment's own interpreter (any Python >= 3.8) and does what the console
-# script would, without its shebang: a copied venv's scripts still name the original's
-# interpreter, so running them could start another environment's engine. The entry point is
-# read from that environment's own metadata and only ever imported (never turned into code).
-_LAUNCHER = r"""
-import re, sys
-from importlib import metadata
-dist, name = sys.argv[1], sys.argv[2]
-try:
-    eps = [ep for ep in metadata.distribution(dist).entry_points
-           if ep.group == "console_scripts" and ep.name == name]
-except metadata.PackageNotFoundError:
-    eps = []
-dotted = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*"
-if len(eps) != 1 or not re.fullmatch(dotted + ":" + dotted, eps[0].value):
-    sys.exit("automl-setup: %s has no console script %r with a plain module:function entry "
-             "point in this environment" % (dist, name))
-sys.argv = [name] + sys.argv[3:]
-sys.exit(eps[0].load()())
-"""
-
-
 def engine_command(interpreter: Path, distribution: str, cli: str, args: list[str]) -> list[str]:
-    """argv that runs console script `cli` of `distribution` with `interpreter` (isolated:
-    no PYTHONPATH, user site or working directory on its import path; -B: no bytecode written
-    into the environment, whose files are what verify vouched for: a full disk would leave a
-    truncated .pyc there that every later start trips on)."""
-    return [str(interpreter), "-I", "-B", "-c", _LAUNCHER, distribution, cli, *args]
+    """argv that runs console script `cli` of `distribution` with `interpreter`, through the
+    launcher (target_side/launcher.py: never through the script's shebang, which in a copied
+    venv names the original's interpreter), isolated and writing no bytecode (`command`: a
+    full disk would leave a truncated .pyc in the environment that every later start trips on)."""
+    return command(interpreter, "launcher", distribution, cli, *args)
 
 
 def require_record(env: TargetEnv, step: str) -> InstallRecord:

@@ -11,7 +11,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from mcp_server.children.bound import Watch
-from mcp_server.environment.artifact import Artifact, from_store, store_wheel
+from mcp_server.environment.artifact import Artifact, from_store, store_built
 from mcp_server.environment.identity import diff_fields
 from mcp_server.environment.install import InstallResult, install_artifact, no_progress
 from mcp_server.environment.pins import ClosurePolicy, overrides_for
@@ -201,7 +201,7 @@ def _rebuild(binding: Binding, progress: Progress, watch: Watch) -> Artifact:
                 "the build is not reproducible here (build backend or tool versions differ); "
                 "find the bound wheel and put it into the store",
             )
-        return store_wheel(wheel.path, wheel.sha256, src, wheel.backend)
+        return store_built(wheel, src)
 
 
 def _profile(binding: Binding) -> EngineProfile:

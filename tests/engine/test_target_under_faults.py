@@ -242,10 +242,11 @@ def test_a_probe_answer_of_the_wrong_shape_is_refused(tmp_path: Path) -> None:
     venv = make_venv(tmp_path / "venv")
     answer = tmp_path / "answer.txt"
     fake = venv / "bin" / "python-fake"
-    # Answers the locate step like Python (it is), the probe (more arguments) with $answer.
+    # Answers the locate step like Python (it is), the probe (its script, after -I -B) with
+    # $answer.
     fake.write_text(
         "#!/bin/sh\n"
-        f'if [ "$#" -ge 5 ]; then cat {answer}; exit 0; fi\n'
+        f'case "$3" in */target_side/probe.py) cat {answer}; exit 0;; esac\n'
         f'exec {venv / "bin" / "python"} "$@"\n'
     )
     fake.chmod(0o755)

@@ -139,11 +139,11 @@ def test_reviewed_wheel_installs_exactly_with_its_origin(world: World) -> None:
 STORE_ONCE = """
 import sys, time
 from pathlib import Path
-from mcp_server.environment.artifact import store_wheel
+from mcp_server.environment.artifact import read_wheel, store_wheel
 start = float(sys.argv[3])
 while time.time() < start:
     pass
-print(store_wheel(Path(sys.argv[1]), sys.argv[2], None, None).wheel)
+print(store_wheel(read_wheel(Path(sys.argv[1]), sys.argv[2]), None, None).wheel)
 """
 
 

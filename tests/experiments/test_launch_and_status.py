@@ -33,6 +33,7 @@ from support.experiments import (
 )
 from support.trees import env_snapshot, tree_digest
 
+from mcp_server import target_side
 from mcp_server.environment.wheelstore import WheelStore
 from mcp_server.source.sourcerepo import (
     REFERENCE_DISTRIBUTION,
@@ -81,7 +82,8 @@ def test_launch_foreground_binds_the_verified_build(
     # The environment's own interpreter runs the engine's console script (never its shebang),
     # isolated and writing no bytecode into the environment.
     assert binding["argv"][:3] == [str(installed_env / "bin" / "python"), "-I", "-B"]
-    assert binding["argv"][5:] == [
+    assert binding["argv"][3] == str(target_side.script("launcher"))  # a file, never -c CODE
+    assert binding["argv"][4:] == [
         REFERENCE_DISTRIBUTION, ENGINE_CLI,
         "run", "--manifest", str(exp.manifest), "--workspace", str(exp.workspace), "--approve",
     ]  # fmt: skip

@@ -36,6 +36,8 @@ FOUNDATION = {
     "selectors",
     "pausepoints",
     "cancellation",
+    # Scripts run in a target's interpreter: stdlib only (tests/engine/test_target_side.py).
+    "target_side",
     "__init__",
 }
 CORE = {"foundation", "source", "requests", "environment", "experiments"}

@@ -198,6 +198,12 @@ NOT_STATE = {
         "(target / 'src' / REFERENCE_IMPORT / '_build_marker.py').write_text",
     ): "the demo's and tests' own new repository",
     ("source/sourcerepo.py", "path.write_text"): "the demo's and tests' own new repository",
+    ("target_side/bytecode.py", "open"): "the environment's sources and bytecode, in its own "
+    "interpreter (no automl-setup there)",
+    ("target_side/bytecode.py", "os.open"): "a new bytecode file under a temporary name, in the "
+    "environment's own interpreter",
+    ("target_side/probe.py", "open"): "torch's version.py, read by the environment's own "
+    "interpreter",
 }
 OPENERS = {"open", "write_bytes", "write_text", "fdopen", "mkstemp", "mkdtemp"}
 
