@@ -12,6 +12,7 @@ from typing import Literal
 
 from packaging.utils import canonicalize_name
 
+from mcp_server.environment.precompile import compile_closure
 from mcp_server.environment.records import (
     HistoryEntry,
     Journal,
@@ -108,7 +109,8 @@ def _undo(env: TargetEnv, store: RecordStore, journal: Journal, reason: str) -> 
         target = Path(original)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(txdir / "backup" / name, target)
-    _restore_dependencies(env, journal, txdir)
+    restored = _restore_dependencies(env, journal, txdir)
+    _compile_restored(env, [journal.previous_distribution or "", *restored])
     if journal.new_wheel_record:
         store.wheel_record_path(journal.new_wheel_record).unlink(missing_ok=True)
     store.append_history(
@@ -145,7 +147,8 @@ def _refuse_paths_outside(env: TargetEnv, store: RecordStore, journal: Journal) 
         )
 
 
-def _restore_dependencies(env: TargetEnv, journal: Journal, txdir: Path) -> None:
+def _restore_dependencies(env: TargetEnv, journal: Journal, txdir: Path) -> list[str]:
+    """Dependency versions uv changed put back, those it added removed: the names put back."""
     before = journal.versions_before
     now = env.probe([]).versions
     engine = {
@@ -153,7 +156,7 @@ def _restore_dependencies(env: TargetEnv, journal: Journal, txdir: Path) -> None
         for name in (journal.distribution, journal.previous_distribution)
     }
     changed = [
-        f"{name}=={version}"
+        name
         for name, version in sorted(before.items())
         if name not in engine and now.get(name) != version
     ]
@@ -169,10 +172,27 @@ def _restore_dependencies(env: TargetEnv, journal: Journal, txdir: Path) -> None
             "--python",
             interpreter,
         ]
-        run_uv([*argv, *changed], txdir / "uv-restore.log", step="rollback")
+        run_uv(
+            [*argv, *(f"{name}=={before[name]}" for name in changed)],
+            txdir / "uv-restore.log",
+            step="rollback",
+        )
     if added:
         argv = [uv_binary(), "pip", "uninstall", "--python", interpreter]
         run_uv([*argv, *added], txdir / "uv-restore.log", step="rollback")
+    return changed
+
+
+def _compile_restored(env: TargetEnv, names: list[str]) -> None:
+    """Bytecode for the restored packages (the previous engine's files come back from the
+    backup, uv reinstalls the dependencies, neither with bytecode), linked from the cache or
+    compiled as an install does. Every file is written whole either way, so a compile that
+    fails (the full disk that made the install fail) leaves them without and the rollback
+    stands."""
+    names = [name for name in names if name]
+    if names:
+        with contextlib.suppress(SetupError):
+            compile_closure(env.interpreter, env.probe([]), names)
 
 
 def _prune_empty_parents(directory: Path, stop: Path) -> None:
