@@ -6,7 +6,7 @@ is read and hashed at each import) and unchecked-hash pycs (never checked agains
 and with no bytecode at all. The closure is copied from this venv's site-packages into a
 scratch folder per kind, compiled there with `compileall`, and imported alternately.
 
-    .venv/bin/python bench/pyckinds.py [--runs 15] [--module mcp.server.fastmcp]
+    .venv/bin/python bench/pyckinds.py [--runs 15] [--module mcp.server.mcpserver]
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def start(site: Path, module: str) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=15)
-    parser.add_argument("--module", default="mcp.server.fastmcp")
+    parser.add_argument("--module", default="mcp.server.mcpserver")
     args = parser.parse_args()
     here = Path(sysconfig.get_paths()["purelib"])
     with tempfile.TemporaryDirectory() as scratch:

@@ -69,27 +69,37 @@ class Compiled:
         return said + (f"; the cache was not used: {self.uncached}" if self.uncached else "")
 
 
-def compile_closure(interpreter: Path, probe: Probe, names: list[str]) -> Compiled:
-    """Bytecode for the distributions `names` of `interpreter`'s environment (`probe`), through
-    the cache."""
-    sources = closure_sources([probe.purelib, probe.platlib], names, probe.prefix)
+def compile_closure(interpreter: Path, probe: Probe, engine: str, names: list[str]) -> Compiled:
+    """Bytecode for the distribution `engine` and its closure `names` in `interpreter`'s
+    environment (`probe`), through the cache: the dependencies' files linked (as uv links
+    their sources), the engine's copied (cachelinks.py: an edit in place stays there)."""
+    site = [probe.purelib, probe.platlib]
+    sources = closure_sources(site, [engine, *names], probe.prefix)
     folder, why = cache_folder(probe)
-    done = compile_sources(interpreter, sources, folder)
+    own = frozenset(closure_sources(site, [engine], probe.prefix))
+    done = compile_sources(interpreter, sources, folder, own)
     done.uncached = why
     return done
 
 
-def compile_sources(interpreter: Path, sources: list[str], cache: Path | None = None) -> Compiled:
+def compile_sources(
+    interpreter: Path,
+    sources: list[str],
+    cache: Path | None = None,
+    copied: frozenset[str] = frozenset(),
+) -> Compiled:
     """Bytecode for `sources` without up-to-date bytecode, from the bytecode cache folder
-    `cache` where it holds it, else compiled, split over the machine's cores. A write into the
-    environment that fails is a refusal naming the file and the storage's remedy."""
+    `cache` where it holds it (copies for `copied`, links for the others), else compiled,
+    split over the machine's cores. A write into the environment that fails is a refusal
+    naming the file and the storage's remedy."""
     workers = max(1, min(os.cpu_count() or 1, len(sources) // 200 or 1))
     chunks = [sources[n::workers] for n in range(workers)]
     procs = []
     try:
         for chunk in chunks:  # started together, each reading its list from a file
             with tempfile.TemporaryFile("w+") as listing:
-                json.dump(chunk, listing)
+                job = {"sources": chunk, "copied": sorted(copied.intersection(chunk))}
+                json.dump(job if cache else chunk, listing)
                 listing.seek(0)
                 procs.append(
                     subprocess.Popen(

@@ -110,7 +110,7 @@ def _undo(env: TargetEnv, store: RecordStore, journal: Journal, reason: str) -> 
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(txdir / "backup" / name, target)
     restored = _restore_dependencies(env, journal, txdir)
-    _compile_restored(env, [journal.previous_distribution or "", *restored])
+    _compile_restored(env, journal.previous_distribution, restored)
     if journal.new_wheel_record:
         store.wheel_record_path(journal.new_wheel_record).unlink(missing_ok=True)
     store.append_history(
@@ -183,16 +183,15 @@ def _restore_dependencies(env: TargetEnv, journal: Journal, txdir: Path) -> list
     return changed
 
 
-def _compile_restored(env: TargetEnv, names: list[str]) -> None:
+def _compile_restored(env: TargetEnv, engine: str | None, names: list[str]) -> None:
     """Bytecode for the restored packages (the previous engine's files come back from the
     backup, uv reinstalls the dependencies, neither with bytecode), linked from the cache or
     compiled as an install does. Every file is written whole either way, so a compile that
     fails (the full disk that made the install fail) leaves them without and the rollback
     stands."""
-    names = [name for name in names if name]
-    if names:
+    if engine is not None or names:
         with contextlib.suppress(SetupError):
-            compile_closure(env.interpreter, env.probe([]), names)
+            compile_closure(env.interpreter, env.probe([]), engine or "", names)
 
 
 def _prune_empty_parents(directory: Path, stop: Path) -> None:

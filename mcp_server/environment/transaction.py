@@ -147,9 +147,9 @@ class Transaction:
     def _compile(self, record: InstallRecord, after: Probe, progress: Progress) -> None:
         """Bytecode for the engine and its closure, once, here: nothing writes any at run time
         (precompile.py)."""
-        names = [self.build.distribution, *(record.closure or {})]
-        progress("verify", f"compiling the bytecode of {len(names)} distributions")
-        done = compile_closure(self.env.interpreter, after, names)
+        names = list(record.closure or {})
+        progress("verify", f"compiling the bytecode of {len(names) + 1} distributions")
+        done = compile_closure(self.env.interpreter, after, self.build.distribution, names)
         progress("verify", done.describe())
 
     def _keep_members(self, record: InstallRecord, after: Probe, progress: Progress) -> None:

@@ -1,6 +1,7 @@
 """Bytecode, judged and written by the environment's own interpreter (its magic number, cache tag
 and compiler). `bytecode.py compile [CACHE]` (environment/precompile.py, the install): stdin a
-JSON list of sources; each without up-to-date bytecode is linked from the bytecode cache CACHE
+JSON list of sources (with CACHE: {"sources": [...], "copied": [...]}); each without up-to-date
+bytecode is linked (copied: the engine's own) from the bytecode cache CACHE
 (environment/bytecache.py: checked-hash pycs named by their source's sha256) or compiled, its
 file written whole under a temporary name, then renamed into place (and into CACHE); stdout
 {"compiled": N} (with a cache also "linked": N and "dropped": [[entry, why], ...]), or with
@@ -159,9 +160,12 @@ class Cache:
         self.entries[digest] = name
         return name
 
-    def link(self, name: str, data: bytes, pyc: str) -> None:
-        """The entry `name` into place as `pyc`, whole: hard-linked under a temporary name and
-        renamed, or copied where no link can be made."""
+    def place(self, name: str, data: bytes, pyc: str, copy: bool) -> None:
+        """The entry `name` (holding `data`) into place as `pyc`, whole: hard-linked under a
+        temporary name and renamed, or, with `copy` or where no link can be made, copied."""
+        if copy:
+            write_whole(pyc, data)
+            return
         tmp = f"{pyc}.{os.getpid()}.tmp"
         try:
             os.link(name, tmp, src_dir_fd=self.fd, follow_symlinks=False)
@@ -178,10 +182,14 @@ class Cache:
             raise
 
 
-def compile_missing(sources: list[str], cache: Cache | None = None) -> dict[str, Any]:
+def compile_missing(
+    sources: list[str], cache: Cache | None = None, copied: frozenset[str] = frozenset()
+) -> dict[str, Any]:
     """Each of `sources` without up-to-date bytecode gets a checked-hash pyc, linked from
-    `cache` or compiled (and put into it): {"compiled": N} (with a cache also "linked" and
-    "dropped"), with "error" at the first write into the environment that failed."""
+    `cache` (copied for the sources in `copied`: the engine's own, which an edit in place must
+    not carry into the cache) or compiled (and put into it): {"compiled": N} (with a cache also
+    "linked" and "dropped"), with "error" at the first write into the environment that
+    failed."""
     done = 0
     answer: dict[str, Any] = {}
     try:
@@ -195,7 +203,7 @@ def compile_missing(sources: list[str], cache: Cache | None = None) -> dict[str,
             found = cache.get(digest, text) if cache is not None else None
             if found is not None and cache is not None:
                 os.makedirs(os.path.dirname(pyc), exist_ok=True)
-                cache.link(*found, pyc)
+                cache.place(*found, pyc, source in copied)
                 cache.linked += 1
                 continue
             try:
@@ -206,7 +214,7 @@ def compile_missing(sources: list[str], cache: Cache | None = None) -> dict[str,
             os.makedirs(os.path.dirname(pyc), exist_ok=True)
             name = cache.put(digest, data) if cache is not None else None
             if name is not None and cache is not None:
-                cache.link(name, data, pyc)
+                cache.place(name, data, pyc, source in copied)
             else:
                 write_whole(pyc, data)
             done += 1
@@ -258,8 +266,11 @@ def stray(sources: list[str], recorded: list[str]) -> list[list[str]]:
 
 def main(argv: list[str]) -> int:
     if argv[1:2] == ["compile"] and len(argv) <= 3:
-        cache = Cache(argv[2]) if len(argv) == 3 else None
-        answer = compile_missing(json.load(sys.stdin), cache)
+        job = json.load(sys.stdin)
+        if len(argv) == 3:  # {"sources": [...], "copied": [...]}
+            answer = compile_missing(job["sources"], Cache(argv[2]), frozenset(job["copied"]))
+        else:
+            answer = compile_missing(job)
         print(json.dumps(answer))
         return 1 if "error" in answer else 0
     if argv[1:] == ["check"]:

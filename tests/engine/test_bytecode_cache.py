@@ -229,3 +229,16 @@ def test_an_untrusted_cache_folder_is_not_used_and_the_compile_goes_on(tmp_path:
     done = compile_sources(Path(sys.executable), [source], folder)
     assert (done.compiled, done.linked) == (1, 0)
     assert list((store / "bytecode").iterdir()) == []
+
+
+def test_the_engines_own_sources_get_copies_an_edit_in_place_stays_there(
+    tmp_path: Path, cache: Path
+) -> None:
+    pyc_side.compile_missing([environment(tmp_path / "one")], pyc_side.Cache(str(cache)))
+    source = environment(tmp_path / "two")
+    answer = pyc_side.compile_missing([source], pyc_side.Cache(str(cache)), frozenset([source]))
+    assert answer == {"compiled": 0, "linked": 1, "dropped": []}
+    pyc = Path(importlib.util.cache_from_source(source))
+    assert not pyc.samefile(entry_of(cache)) and compiled_right(source)
+    pyc.write_bytes(b"edited in place")
+    assert entry_of(cache).read_bytes() != b"edited in place"

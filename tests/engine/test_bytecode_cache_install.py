@@ -48,10 +48,18 @@ def test_a_second_environment_gets_all_its_bytecode_from_the_cache(
     assert result.code == 0, result.output
     assert re.search(r"bytecode: 0 files compiled, [1-9]\d* from the cache", result.output)
     second = site_packages(second_env)
-    ours = bytecode_inodes(first, "automl_refengine")
-    assert ours and bytecode_inodes(second, "automl_refengine") == ours  # the very same files
+    # A dependency's bytecode is the very same files (hard links to the cache's entries) ...
+    linked = bytecode_inodes(first, "pydantic")
+    assert linked and bytecode_inodes(second, "pydantic") == linked
+    # ... the engine's own are copies of them: an edit in place stays in its environment.
+    ours, theirs = (
+        bytecode_inodes(first, "automl_refengine"),
+        bytecode_inodes(second, "automl_refengine"),
+    )
+    assert ours.keys() == theirs.keys() and not set(ours.values()) & set(theirs.values())
     for pyc in (second / "automl_refengine").rglob("*.pyc"):
         data = pyc.read_bytes()
+        assert data == (first / pyc.relative_to(second)).read_bytes()
         source = pyc.parent.parent / (pyc.name.split(".")[0] + ".py")
         assert int.from_bytes(data[4:8], "little") == CHECKED_HASH
         assert loaded(str(source), data)
