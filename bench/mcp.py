@@ -223,6 +223,13 @@ def main() -> None:
             "verify_engine round trip (running server)",
             timed(lambda: peer.request("tools/call", call), runs),
         )
+        # Issue 45: beside the calls that start no interpreter (status and list: 4 ms).
+        listing = {"name": "list_experiments", "arguments": {"workspace": str(Path(tmp) / "ws")}}
+        (Path(tmp) / "ws").mkdir()
+        summary(
+            "list_experiments round trip (running server)",
+            timed(lambda: peer.request("tools/call", listing), runs),
+        )
         peer.close()
         ratio = tool / process
         verdict = "met" if ratio <= 1.5 else "MISSED"
