@@ -92,7 +92,8 @@ def compile_sources(
     `cache` where it holds it (copies for `copied`, links for the others), else compiled,
     split over the machine's cores. A write into the environment that fails is a refusal
     naming the file and the storage's remedy."""
-    workers = max(1, min(os.cpu_count() or 1, len(sources) // 200 or 1))
+    # One process per core once each gets some 50 files: a start costs about what 5 compiles do.
+    workers = max(1, min(os.cpu_count() or 1, len(sources) // 50 or 1))
     chunks = [sources[n::workers] for n in range(workers)]
     procs = []
     try:
