@@ -182,6 +182,14 @@ class Cache:
             raise
 
 
+def open_cache(folder: str) -> Cache | None:
+    """The cache, or None where it is gone or unreadable now: compiled without it."""
+    try:
+        return Cache(folder)
+    except OSError:
+        return None
+
+
 def compile_missing(
     sources: list[str], cache: Cache | None = None, copied: frozenset[str] = frozenset()
 ) -> dict[str, Any]:
@@ -268,7 +276,7 @@ def main(argv: list[str]) -> int:
     if argv[1:2] == ["compile"] and len(argv) <= 3:
         job = json.load(sys.stdin)
         if len(argv) == 3:  # {"sources": [...], "copied": [...]}
-            answer = compile_missing(job["sources"], Cache(argv[2]), frozenset(job["copied"]))
+            answer = compile_missing(job["sources"], open_cache(argv[2]), frozenset(job["copied"]))
         else:
             answer = compile_missing(job)
         print(json.dumps(answer))

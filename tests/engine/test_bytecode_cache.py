@@ -242,3 +242,10 @@ def test_the_engines_own_sources_get_copies_an_edit_in_place_stays_there(
     assert not pyc.samefile(entry_of(cache)) and compiled_right(source)
     pyc.write_bytes(b"edited in place")
     assert entry_of(cache).read_bytes() != b"edited in place"
+
+
+def test_a_cache_folder_gone_by_the_time_the_compile_runs_is_no_refusal(tmp_path: Path) -> None:
+    source = environment(tmp_path / "one")
+    done = compile_sources(Path(sys.executable), [source], tmp_path / "gone")
+    assert (done.compiled, done.linked) == (1, 0)
+    assert compiled_right(source)
