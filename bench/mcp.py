@@ -147,10 +147,22 @@ def verified_environment(root: Path) -> tuple[Path, dict[str, str]]:
 
 def breakdown(env: Path, distribution: str, runs: int) -> None:
     """The core's own cost of a verify, in this process: where the time goes."""
+    from mcp_server.environment import startcheck
     from mcp_server.environment.target import locate
     from mcp_server.environment.verify import verify_environment
 
     located = locate(str(env))
+    python = located.interpreter
+
+    def started_again() -> None:
+        startcheck._proven.clear()  # as before issue 45: the interpreter started every time
+        startcheck.start_failure(python, distribution)
+
+    summary("start check, run each time (issue 37)", timed(started_again, runs))
+    summary(
+        "start check, its proof remembered (issue 45)",
+        timed(lambda: startcheck.start_failure(python, distribution), runs),
+    )
     summary("locate (runs the target interpreter once)", timed(lambda: locate(str(env)), runs))
     summary(
         "probe (runs the target interpreter once)",
