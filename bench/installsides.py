@@ -21,6 +21,8 @@ from mcp_server.source.sourcerepo import DEFAULT_SUBDIRECTORY, REFERENCE_DISTRIB
 HERE = Path(__file__).resolve().parent
 TREE = HERE.parent  # the automl-setup tree measured, unless a side names another
 SETUP, BASELINE, RAW = "automl-setup", "baseline", "raw uv"
+# Issue 45: automl-setup with its bytecode cache emptied before each run, against uv compiling.
+SETUP_COLD, RAW_COMPILED = "automl-setup, empty bytecode cache", "uv --compile-bytecode"
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,7 @@ class Scenario:
     commit: str
     limit: float  # the target ratio automl-setup / raw uv
     inclusive: bool  # True: ratio <= limit passes; False: ratio < limit passes
+    cold_limit: float | None = None  # target SETUP_COLD / RAW_COMPILED (issue 45)
 
     @property
     def target(self) -> str:
@@ -47,8 +50,8 @@ class Result:
     raw_uv_cached: float  # raw uv when the commit is already fetched and built in its cache
     where: dict[str, str] = field(default_factory=dict)  # by side: where its time went
 
-    def ratio(self, side: str = SETUP) -> float:
-        return self.medians[side] / self.medians[RAW]
+    def ratio(self, side: str = SETUP, over: str = RAW) -> float:
+        return self.medians[side] / self.medians[over]
 
 
 class Bench:
@@ -56,6 +59,7 @@ class Bench:
         self, workdir: Path, cache_dir: Path, *, offline: bool, baseline: Path | None
     ) -> None:
         self.envs = workdir / "envs"
+        self.store = workdir / "store"  # automl-setup's wheel store and bytecode cache
         self.cache_dir = cache_dir
         self.offline = offline
         self.baseline = baseline
@@ -65,6 +69,7 @@ class Bench:
     def environment(self, *, warm_up: bool) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "UV_OFFLINE")}
         env["UV_CACHE_DIR"] = str(self.cache_dir)
+        env["AUTOML_SETUP_STORE"] = str(self.store)
         if self.offline and not warm_up:
             env["UV_OFFLINE"] = "1"
         return env
@@ -111,9 +116,13 @@ class Bench:
         warm_up: bool = False,
         tree: Path = TREE,
         trace: Path | None = None,
+        cold: bool = False,
     ) -> tuple[float, float]:
-        """The CLI of `tree` (its working directory, so `-m` imports that tree's modules)."""
+        """The CLI of `tree` (its working directory, so `-m` imports that tree's modules);
+        `cold`: with the bytecode cache emptied first (untimed)."""
         venv = self._venv()
+        if cold:
+            shutil.rmtree(self.store / "bytecode", ignore_errors=True)
         start = [sys.executable, "-m", "mcp_server.faces.cli"]
         if trace is not None:
             start = [sys.executable, str(HERE / "installtrace.py"), str(trace)]
@@ -122,7 +131,9 @@ class Bench:
         argv += ["--distribution", REFERENCE_DISTRIBUTION]
         return self._timed([argv], venv, warm_up=warm_up, cwd=tree)
 
-    def raw_uv(self, scenario: Scenario, *, warm_up: bool = False) -> tuple[float, float]:
+    def raw_uv(
+        self, scenario: Scenario, *, warm_up: bool = False, compiled: bool = False
+    ) -> tuple[float, float]:
         venv = self._venv()
         requirement = (
             f"{REFERENCE_DISTRIBUTION} @ git+{scenario.url}@{scenario.commit}"
@@ -133,11 +144,13 @@ class Bench:
             [self.uv, "venv", "--quiet", "--python", sys.executable, "--", str(venv)],
             [self.uv, "pip", "install", "--no-progress", "--python", interpreter, requirement],
         ]
+        if compiled:
+            commands[1].insert(3, "--compile-bytecode")
         span = self._timed(commands, venv, warm_up=warm_up)
         self.check_git_cache_used()
         return span
 
-    def sides(self) -> dict[str, Callable[..., tuple[float, float]]]:
+    def sides(self, scenario: Scenario) -> dict[str, Callable[..., tuple[float, float]]]:
         sides: dict[str, Callable[..., tuple[float, float]]] = {SETUP: self.automl_setup}
         if self.baseline is not None:
             tree = self.baseline
@@ -147,10 +160,19 @@ class Bench:
 
             sides[BASELINE] = baseline
         sides[RAW] = self.raw_uv
+        if scenario.cold_limit is not None:
+
+            def cold(scenario: Scenario, **kw: object) -> tuple[float, float]:
+                return self.automl_setup(scenario, cold=True, **kw)  # type: ignore[arg-type]
+
+            def compiled(scenario: Scenario, **kw: object) -> tuple[float, float]:
+                return self.raw_uv(scenario, compiled=True, **kw)  # type: ignore[arg-type]
+
+            sides[SETUP_COLD], sides[RAW_COMPILED] = cold, compiled
         return sides
 
     def measure(self, scenario: Scenario, runs: int, traced: int) -> Result:
-        sides = self.sides()
+        sides = self.sides(scenario)
         for side in sides.values():
             self.reset()
             side(scenario, warm_up=True)
@@ -164,7 +186,9 @@ class Bench:
                 times[name].append(end - start)
             shown = ", ".join(f"{name} {times[name][-1]:.2f} s" for name in sides)
             print(f"  {scenario.key} run {index + 1}/{runs}: {shown}", flush=True)
-        where = {name: self._where(scenario, name, traced) for name in sides if name != RAW}
+        where = {
+            name: self._where(scenario, name, traced) for name in (SETUP, BASELINE) if name in sides
+        }
         self.raw_uv(scenario)  # leaves the commit fetched and built in uv's cache
         cached = [end - start for start, end in (self.raw_uv(scenario) for _ in range(runs))]
         medians = {name: statistics.median(values) for name, values in times.items()}

@@ -147,10 +147,22 @@ def verified_environment(root: Path) -> tuple[Path, dict[str, str]]:
 
 def breakdown(env: Path, distribution: str, runs: int) -> None:
     """The core's own cost of a verify, in this process: where the time goes."""
+    from mcp_server.environment import startcheck
     from mcp_server.environment.target import locate
     from mcp_server.environment.verify import verify_environment
 
     located = locate(str(env))
+    python = located.interpreter
+
+    def started_again() -> None:
+        startcheck._proven.clear()  # as before issue 45: the interpreter started every time
+        startcheck.start_failure(python, distribution)
+
+    summary("start check, run each time (issue 37)", timed(started_again, runs))
+    summary(
+        "start check, its proof remembered (issue 45)",
+        timed(lambda: startcheck.start_failure(python, distribution), runs),
+    )
     summary("locate (runs the target interpreter once)", timed(lambda: locate(str(env)), runs))
     summary(
         "probe (runs the target interpreter once)",
@@ -222,6 +234,13 @@ def main() -> None:
         tool = summary(
             "verify_engine round trip (running server)",
             timed(lambda: peer.request("tools/call", call), runs),
+        )
+        # Issue 45: beside the calls that start no interpreter (status and list: 4 ms).
+        listing = {"name": "list_experiments", "arguments": {"workspace": str(Path(tmp) / "ws")}}
+        (Path(tmp) / "ws").mkdir()
+        summary(
+            "list_experiments round trip (running server)",
+            timed(lambda: peer.request("tools/call", listing), runs),
         )
         peer.close()
         ratio = tool / process

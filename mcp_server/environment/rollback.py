@@ -14,6 +14,7 @@ from packaging.utils import canonicalize_name
 
 from mcp_server.children.bound import Watch
 from mcp_server.children.uv import run_uv, uv_binary
+from mcp_server.environment.precompile import compile_closure
 from mcp_server.environment.records import (
     HistoryEntry,
     Journal,
@@ -132,7 +133,8 @@ def _undo(env: TargetEnv, store: RecordStore, journal: Journal, reason: str, wat
         target = Path(original)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(txdir / "backup" / name, target)
-    _restore_dependencies(env, journal, txdir, watch)
+    restored = _restore_dependencies(env, journal, txdir, watch)
+    _compile_restored(env, journal.previous_distribution, restored)
     if journal.new_wheel_record:
         store.wheel_record_path(journal.new_wheel_record).unlink(missing_ok=True)
     store.append_history(
@@ -169,7 +171,8 @@ def _refuse_paths_outside(env: TargetEnv, store: RecordStore, journal: Journal) 
         )
 
 
-def _restore_dependencies(env: TargetEnv, journal: Journal, txdir: Path, watch: Watch) -> None:
+def _restore_dependencies(env: TargetEnv, journal: Journal, txdir: Path, watch: Watch) -> list[str]:
+    """Dependency versions uv changed put back, those it added removed: the names put back."""
     before = journal.versions_before
     now = env.probe([]).versions
     engine = {
@@ -177,7 +180,7 @@ def _restore_dependencies(env: TargetEnv, journal: Journal, txdir: Path, watch: 
         for name in (journal.distribution, journal.previous_distribution)
     }
     changed = [
-        f"{name}=={version}"
+        name
         for name, version in sorted(before.items())
         if name not in engine and now.get(name) != version
     ]
@@ -193,10 +196,27 @@ def _restore_dependencies(env: TargetEnv, journal: Journal, txdir: Path, watch: 
             "--python",
             interpreter,
         ]
-        run_uv([*argv, *changed], txdir / "uv-restore.log", step="rollback", watch=watch)
+        run_uv(
+            [*argv, *(f"{name}=={before[name]}" for name in changed)],
+            txdir / "uv-restore.log",
+            step="rollback",
+            watch=watch,
+        )
     if added:
         argv = [uv_binary(), "pip", "uninstall", "--python", interpreter]
         run_uv([*argv, *added], txdir / "uv-restore.log", step="rollback", watch=watch)
+    return changed
+
+
+def _compile_restored(env: TargetEnv, engine: str | None, names: list[str]) -> None:
+    """Bytecode for the restored packages (the previous engine's files come back from the
+    backup, uv reinstalls the dependencies, neither with bytecode), linked from the cache or
+    compiled as an install does. Every file is written whole either way, so a compile that
+    fails (the full disk that made the install fail) leaves them without and the rollback
+    stands."""
+    if engine is not None or names:
+        with contextlib.suppress(SetupError):
+            compile_closure(env.interpreter, env.probe([]), engine or "", names)
 
 
 def _prune_empty_parents(directory: Path, stop: Path) -> None:

@@ -34,7 +34,7 @@ from mcp_server.environment.memberwheel import (
     set_direct_url,
 )
 from mcp_server.environment.pins import ClosurePolicy, moving_in_closure, refuse_moving
-from mcp_server.environment.precompile import closure_sources, compile_sources
+from mcp_server.environment.precompile import compile_closure
 from mcp_server.environment.probe import Probe
 from mcp_server.environment.records import (
     BuildIdentity,
@@ -152,10 +152,10 @@ class Transaction:
     def _compile(self, record: InstallRecord, after: Probe, progress: Progress) -> None:
         """Bytecode for the engine and its closure, once, here: nothing writes any at run time
         (precompile.py)."""
-        names = [self.build.distribution, *(record.closure or {})]
-        sources = closure_sources([after.purelib, after.platlib], names, after.prefix)
-        progress("verify", f"compiling the bytecode of {len(names)} distributions")
-        compile_sources(self.env.interpreter, sources)
+        names = list(record.closure or {})
+        progress("verify", f"compiling the bytecode of {len(names) + 1} distributions")
+        done = compile_closure(self.env.interpreter, after, self.build.distribution, names)
+        progress("verify", done.describe())
 
     def _keep_members(self, record: InstallRecord, after: Probe, progress: Progress) -> None:
         """The closure members no index gives again (VCS commits, URLs) go into the store,

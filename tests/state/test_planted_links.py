@@ -198,12 +198,12 @@ NOT_STATE = {
         "(target / 'src' / REFERENCE_IMPORT / '_build_marker.py').write_text",
     ): "the demo's and tests' own new repository",
     ("source/sourcerepo.py", "path.write_text"): "the demo's and tests' own new repository",
-    ("target_side/bytecode.py", "open"): "the environment's sources and bytecode, in its own "
-    "interpreter (no automl-setup there)",
-    ("target_side/bytecode.py", "os.open"): "a new bytecode file under a temporary name, in the "
-    "environment's own interpreter",
-    ("target_side/probe.py", "open"): "torch's version.py, read by the environment's own "
-    "interpreter",
+    # Run in a target's interpreter, which has no automl-setup (standard library only).
+    ("target_side/probe.py", "open"): "reads torch's version.py in the environment probed",
+    ("target_side/bytecode.py", "open"): "reads the environment's sources and bytecode",
+    ("target_side/bytecode.py", "os.open"): "the environment's bytecode (O_EXCL) and the "
+    "bytecode cache's entries through its folder's descriptor, O_NOFOLLOW (bytecache.py)",
+    ("target_side/bytecode.py", "os.fdopen"): "a duplicate of the descriptor os.open made",
 }
 OPENERS = {"open", "write_bytes", "write_text", "fdopen", "mkstemp", "mkdtemp"}
 
