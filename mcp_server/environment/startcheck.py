@@ -5,9 +5,11 @@ cut short) can keep an engine whose every recorded file matches from starting; t
 with the exception's last line.
 
 A start proven is remembered by this process (the MCP server answers `verify_engine` many
-times) with what the imports depended on, by each file's and folder's stat: while none of
-them changed (a write, a rename into a folder, a chmod all change a ctime or an mtime) the
-proof stands without starting the interpreter again (bench/mcp.py: 200 ms to under 100)."""
+times) with what the imports depended on, by each file's and folder's inode, size and mtime:
+while none of them changed (a write changes an mtime, a rename into place an inode) the proof
+stands without starting the interpreter again (bench/mcp.py: 200 ms to under 100). Not the
+ctime: uv and the bytecode cache hard-link shared files, and every new link to one, in any
+environment, changes that inode's ctime."""
 
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from mcp_server.children.run import run_captured
 from mcp_server.target_side import command
 
 IMPORT_TIMEOUT_S = 60.0
-Stat = tuple[int, int, int, int, int]
+Stat = tuple[int, int, int, int]
 
 _proven: dict[tuple[str, str], dict[str, Stat | None]] = {}
 
@@ -30,7 +32,7 @@ def _stat(path: str) -> Stat | None:
         st = Path(path).stat()
     except OSError:
         return None
-    return (st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    return (st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns)
 
 
 def _still_proven(key: tuple[str, str]) -> bool:
@@ -46,7 +48,7 @@ def _remember(key: tuple[str, str], interpreter: Path, stdout: str, began: int) 
     except (ValueError, IndexError):
         return
     seen = {path: _stat(path) for path in paths}
-    if all(st is None or max(st[3], st[4]) < began for st in seen.values()):
+    if all(st is None or st[3] < began for st in seen.values()):
         _proven[key] = seen
 
 
