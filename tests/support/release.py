@@ -325,7 +325,9 @@ class PackageIndex:
         )  # fmt: skip
 
     def anonymous_upload(self, file: Path) -> int:
-        """The upload form twine posts, without any Authorization header: the HTTP status."""
+        """The upload form twine posts, without any Authorization header: the HTTP status. The
+        file's first 4 KiB only: the index answers 401 before it reads the content, and a whole
+        wheel's body can then meet the closed socket (a broken pipe) instead of the answer."""
         boundary = secrets.token_hex(16)
         name, version = file.name.split("-")[:2]
         fields = {":action": "file_upload", "protocol_version": "1", "name": name,
@@ -338,7 +340,7 @@ class PackageIndex:
         parts.append(
             f'--{boundary}\r\nContent-Disposition: form-data; name="content"; '
             f'filename="{file.name}"\r\nContent-Type: application/octet-stream\r\n\r\n'.encode()
-            + file.read_bytes()
+            + file.read_bytes()[:4096]
             + f"\r\n--{boundary}--\r\n".encode()
         )
         request = urllib.request.Request(
