@@ -7,7 +7,7 @@ with the exception's last line.
 A start proven is remembered by this process (the MCP server answers `verify_engine` many
 times) with what the imports depended on, by each file's and folder's inode, size and mtime:
 while none of them changed (a write changes an mtime, a rename into place an inode) the proof
-stands without starting the interpreter again (bench/mcp.py: 200 ms to under 100). Not the
+stands without starting the interpreter again (bench/README.md: the figures). Not the
 ctime: uv and the bytecode cache hard-link shared files, and every new link to one, in any
 environment, changes that inode's ctime."""
 
